@@ -134,7 +134,11 @@ def load_design(design: str):
     try:
         obj = cls(*args, **kwargs)
     except Exception as exc:
-        raise DesignElaborationError(_describe_exception(f"constructing {cls_ref}", exc)) from exc
+        hint = ""
+        if isinstance(exc, TypeError) and "argument" in str(exc):
+            hint = f"; give constructor arguments in the design name, e.g. {mod_ref}:{cls_name}(width=8)"
+        raise DesignElaborationError(
+            _describe_exception(f"constructing {cls_ref} (design {design!r})", exc) + hint) from exc
     if not isinstance(obj, Elaboratable):
         raise DesignElaborationError(
             f"{cls_ref} (design {design!r}) built a {type(obj).__name__}, which is not an Amaranth "
@@ -177,8 +181,8 @@ def to_rtlil(obj, design: str) -> str:
             raise DesignElaborationError(_describe_exception(f"elaborating {design}", exc)) from exc
 
 
-def design_source(design: str) -> tuple[list[str], dict[str, str], str | None]:
-    """Yosys read commands, input files and top-module name for ``design``.
+def design_source(design: str) -> tuple[list[str], dict[str, str], str | None, dict[str, str]]:
+    """Yosys read commands, input files, top-module name and the files' display names.
 
     Amaranth designs are elaborated here; .il/.v/.sv files are read as they are.
     """
@@ -190,9 +194,10 @@ def design_source(design: str) -> tuple[list[str], dict[str, str], str | None]:
             raise DesignNotFoundError(f"design file {path} does not exist; give an existing "
                                       f"{'/'.join(_HDL_SUFFIXES)} file or a module:Class design")
         name = "design" + suffix
-        return [f"{_HDL_SUFFIXES[suffix]} {name}"], {name: path.read_text()}, top or None
+        return [f"{_HDL_SUFFIXES[suffix]} {name}"], {name: path.read_text()}, top or None, {name: str(path)}
     obj = load_design(design)
-    return ["read_rtlil design.il"], {"design.il": to_rtlil(obj, design)}, "top"
+    return (["read_rtlil design.il"], {"design.il": to_rtlil(obj, design)}, "top",
+            {"design.il": f"{design} (as RTLIL)"})
 
 
 def _src_files(text: str) -> tuple[str, ...]:
@@ -211,7 +216,7 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike = "
 
     Raises DesignNotFoundError, DesignElaborationError or YosysError.
     """
-    read_cmds, inputs, top = design_source(design)
+    read_cmds, inputs, top, shown = design_source(design)
     script = flow_script(flow, top)
     version = yosys_version()
     key_material = json.dumps({"format": CACHE_FORMAT, "yosys": version, "read": read_cmds,
@@ -222,7 +227,7 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike = "
     sources = _src_files("\n".join(inputs.values()))
     if use_cache and json_path.is_file():
         return SynthResult(design, flow, json_path.read_text(), json_path, True, sources)
-    text = run_yosys(read_cmds, inputs, script)
+    text = run_yosys(read_cmds, inputs, script, display_names=shown)
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Write-then-rename: an interrupted run never leaves a half-written cache entry behind.
     tmp = json_path.with_suffix(f".tmp{os.getpid()}")

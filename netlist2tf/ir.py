@@ -384,7 +384,7 @@ def parse_netlist(text: str, origin: str = "netlist JSON") -> Netlist:
     cells, registers, memories = [], [], []
     for cname in sorted(raw_cells):
         c = raw_cells[cname]
-        if not isinstance(c, dict) or "type" not in c or not isinstance(c.get("connections", {}), dict):
+        if not isinstance(c, dict) or "type" not in c or not isinstance(c.get("connections"), dict):
             r.fail(f"cell {cname}: needs a type and connections")
         ctype = c["type"]
         if ctype in _DROPPED:

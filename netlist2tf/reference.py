@@ -28,35 +28,39 @@ def _port_signals(dut, design: str) -> dict:
 
 
 def run_amaranth(design: str, inputs: dict, cycles: int, outputs: list[str] | None = None,
-                 dut=None) -> dict:
+                 clock: str = "clk", dut=None) -> dict:
     """Simulate ``design`` with Amaranth for ``cycles`` cycles.
 
     ``inputs`` maps input port names to sequences of per-cycle values (e.g. ``trace.inputs[name][:,
-    lane]``); ``rst`` drives the sync domain's reset. Returns {output name: uint64/object array of
-    shape (cycles,)}, each value masked to the port's width (two's complement for signed ports).
+    lane]``). ``clock`` is the netlist's clock port: when the design declares it as a port of its
+    own (a design that builds its ``sync`` domain itself, e.g. with an asynchronous reset), the
+    testbench toggles that port; otherwise Amaranth's implicit ``sync`` domain is clocked and ``rst``
+    drives its reset. Returns {output name: array of shape (cycles,)}, each value masked to the
+    port's width (two's complement for signed ports).
     """
     from amaranth.hdl import ClockDomain, Module
     from amaranth.sim import Simulator
 
     dut = dut if dut is not None else load_design(design)
     signals = _port_signals(dut, design)
+    manual_clock = clock in signals
     top = Module()
-    top.domains.sync = cd = ClockDomain("sync")
     top.submodules.dut = dut
+    if not manual_clock:
+        top.domains.sync = cd = ClockDomain("sync")
     drive = []
     for name, vals in inputs.items():
-        if name == "rst":
-            drive.append((cd.rst, list(vals)))
-        elif name in signals:
+        if name in signals:
             drive.append((signals[name], list(vals)))
+        elif name == "rst" and not manual_clock:
+            drive.append((cd.rst, list(vals)))
         else:
             raise DesignElaborationError(f"the netlist's input {name!r} has no matching port on the "
                                          f"Amaranth design {design!r}")
     out_names = outputs if outputs is not None else [
-        n for n, s in signals.items() if n not in inputs]
+        n for n, s in signals.items() if n not in inputs and n != clock]
     sampled = {n: [] for n in out_names}
     widths = {n: len(signals[n]) for n in out_names}
-
     # Netlist values are bit patterns; a signed Amaranth signal wants the two's-complement number.
     drive = [(sig, [int(v) - ((int(v) >> (len(sig) - 1)) & 1 << len(sig)) if sig.shape().signed else int(v)
                     for v in vals]) for sig, vals in drive]
@@ -67,10 +71,15 @@ def run_amaranth(design: str, inputs: dict, cycles: int, outputs: list[str] | No
                 ctx.set(sig, vals[k])
             for n in out_names:
                 sampled[n].append(ctx.get(signals[n]))
-            await ctx.tick()
+            if manual_clock:
+                ctx.set(signals[clock], 1)
+                ctx.set(signals[clock], 0)
+            else:
+                await ctx.tick()
 
     sim = Simulator(top)
-    sim.add_clock(1e-6)
+    if not manual_clock:
+        sim.add_clock(1e-6)
     sim.add_testbench(testbench)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

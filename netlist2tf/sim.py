@@ -183,7 +183,9 @@ def _numpy_namespace(batch: int, consts: dict[int, str]) -> dict:
     return ns
 
 
-_SCALAR_NAMESPACE = {}
+#: Cell ports whose value is never built whole (read slice by slice), so their width does not count
+#: against the 64-bit lanes of the numpy generator.
+_SLICED_PORTS = {("$pmux", "B"), ("$bmux", "A")}
 _GENERIC_FUNCS = {"_arith": _arith_generic, "_lcu": _lcu_generic, "_sop": _sop_generic}
 
 
@@ -387,15 +389,20 @@ class _Codegen:
         if t == "$mux":
             return p.mux(i["S"], A, B)
         if t == "$pmux":
-            w = int(P("WIDTH"))
-            s, b = self.let(i["S"]), self.let(B)
+            # B concatenates S_WIDTH cases; each is read from its own drivers so that no value
+            # wider than the cell's output is ever built (numpy lanes hold 64 bits).
+            w, bsig = int(P("WIDTH")), c.port("B")
+            s = self.let(i["S"])
             e = A
             for k in reversed(range(int(P("S_WIDTH")))):
-                e = p.mux(f"(({s} >> {k}) & 1)", e, f"(({b} >> {k * w}) & {_mask(w)})")
+                e = p.mux(f"(({s} >> {k}) & 1)", e, self.sig(bsig[k * w:(k + 1) * w]))
             return e
         if t == "$bmux":
-            w = int(P("WIDTH"))
-            return f"(({A} >> ({i['S']} * {w})) & {_mask(w)})"
+            w, asig, s = int(P("WIDTH")), c.port("A"), self.let(i["S"])
+            e = self.sig(asig[:w])
+            for k in range(1, len(asig) // w):
+                e = p.mux(p.b(f"{s} == {k}"), e, self.sig(asig[k * w:(k + 1) * w]))
+            return e
         if t == "$demux":
             w = int(P("WIDTH"))
             return f"(({A} << ({i['S']} * {w})) & {m})"
@@ -599,6 +606,17 @@ class RandomStimulus(Stimulus):
         return out
 
 
+class TableStimulus(Stimulus):
+    """Inputs from arrays: ``table[name]`` has shape (cycles,) or (cycles, batch), e.g. the
+    ``inputs`` of an earlier ``Trace`` (replaying a run). Past the last row inputs hold."""
+
+    def __init__(self, table: dict):
+        self.table = {name: np.asarray(v) for name, v in table.items()}
+
+    def values(self, cycle, sim):
+        return {name: v[cycle] for name, v in self.table.items() if cycle < len(v)}
+
+
 class CallbackStimulus(Stimulus):
     """Inputs from a Python function ``fn(cycle, previous_outputs) -> {port: value}``."""
 
@@ -678,7 +696,8 @@ class Simulator:
             clocks |= {p.clock for p in m.write_ports} | {p.clock for p in m.read_ports if p.clocked}
         self.clock_nets = frozenset(clocks)
         self.clock_ports = tuple(p for p in netlist.inputs if set(p.bits) & self.clock_nets)
-        widest = max([len(s) for c in netlist.cells for _, s in c.inputs + c.outputs]
+        widest = max([len(s) for c in netlist.cells for port, s in c.inputs + c.outputs
+                      if (c.type, port) not in _SLICED_PORTS]
                      + [r.width for r in netlist.registers] + [m.width for m in netlist.memories]
                      + [p.width for p in netlist.ports] + [1])
         self.mode = "scalar" if batch == 1 else ("numpy" if widest <= 64 else "lanes")
@@ -836,7 +855,7 @@ class Simulator:
         trace = Trace(cycles, self.batch, self._stack(in_rec, widths), self._stack(out_rec, widths),
                       self._stack(sig_rec, widths))
         if vcd is not None:
-            from .vcd import write_vcd
+            from .waveform import write_vcd
             write_vcd(vcd, self, trace, vcd_instance)
         return trace
 

@@ -25,6 +25,9 @@ WORD_FLOW = (
     "hierarchy -check {top}",
     "proc",
     "flatten",
+    # Before opt: an undriven wire here (e.g. the clock of a domain defined inside the design but
+    # never driven) would otherwise be optimised away silently together with its logic.
+    "check -assert",
     "opt",
     "memory -nomap -nowiden",
     "opt_clean",
@@ -35,6 +38,9 @@ WORD_FLOW = (
 #: technology mapping to Yosys's internal gate library ($_AND_, $_MUX_, $_DFF_*, ...) with abc.
 GATE_FLOW = (
     "hierarchy -check {top}",
+    "proc",
+    "flatten",
+    "check -assert",
     "synth {top} -flatten -run begin:fine",
     "opt -fast -full",
     "techmap",
@@ -46,7 +52,7 @@ GATE_FLOW = (
 )
 
 #: Gate-level flow ending in 4-input look-up tables ($lut) instead of simple gates.
-LUT_FLOW = GATE_FLOW[:5] + ("abc -lut 4", "opt -fast", "opt_clean -purge", "check -assert")
+LUT_FLOW = tuple("abc -lut 4" if cmd == "abc" else cmd for cmd in GATE_FLOW)
 
 FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW}
 
@@ -79,11 +85,12 @@ def flow_script(flow: str, top: str | None) -> tuple[str, ...]:
 
 
 def run_yosys(read_commands: list[str], inputs: dict[str, str], commands: tuple[str, ...],
-              timeout: float = 600.0) -> str:
+              timeout: float = 600.0, display_names: dict[str, str] | None = None) -> str:
     """Run Yosys on ``inputs`` (file name -> text) and return the JSON netlist it writes.
 
-    ``read_commands`` read the inputs (e.g. ``read_rtlil design.il``); ``commands`` are the flow.
-    Raises YosysError with Yosys's error lines and log tail if it fails.
+    ``read_commands`` read the inputs (e.g. ``read_rtlil design.il``); ``commands`` are the flow;
+    ``display_names`` maps input file names to what error messages should call them (the user's
+    path). Raises YosysError with Yosys's error lines (or its log tail) if it fails.
     """
     yosys_version()
     with tempfile.TemporaryDirectory(prefix="netlist2tf-yosys-") as tmp:
@@ -104,11 +111,13 @@ def run_yosys(read_commands: list[str], inputs: dict[str, str], commands: tuple[
         out = tmpdir / "netlist.json"
         if proc.returncode != 0 or not out.exists():
             log = (tmpdir / "yosys.log").read_text() if (tmpdir / "yosys.log").exists() else ""
-            errors = [ln for ln in (proc.stderr + "\n" + log).splitlines() if "ERROR" in ln]
-            tail = "\n".join(log.splitlines()[-15:])
-            raise YosysError(
-                f"Yosys failed (exit {proc.returncode}):\n"
-                + ("\n".join(dict.fromkeys(errors)) or proc.stderr.strip() or "(no error text)")
-                + f"\n--- script ---\n" + "\n".join(script)
-                + (f"\n--- end of log ---\n{tail}" if tail else ""))
+            errors = [ln.strip() for ln in (proc.stderr + "\n" + log).splitlines() if "ERROR" in ln]
+            if errors:
+                detail = "\n".join(dict.fromkeys(errors))
+            else:
+                detail = "\n".join(log.splitlines()[-15:]) or proc.stderr.strip() or "(no output)"
+            for tmp_name, shown in (display_names or {}).items():
+                detail = detail.replace(tmp_name, shown)
+            raise YosysError(f"Yosys failed (exit {proc.returncode}):\n{detail}\n"
+                             f"(script: {'; '.join(script)})")
         return out.read_text()

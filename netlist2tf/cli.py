@@ -1,0 +1,165 @@
+"""The ``netlist2tf`` command line: one subcommand per pipeline stage, each a thin driver.
+
+    netlist2tf synth DESIGN [--flow word|gate|lut] [-o FILE] [--dump]
+    netlist2tf sim DESIGN --cycles N [--vcd FILE] [--batch B] [--seed S] [--stimulus FILE]
+                          [--outputs FILE] [--compare-amaranth]
+
+DESIGN is ``module.path:Class``, ``path/to/file.py:Class``, an ``.il``/``.v`` file, or (for ``sim``)
+a Yosys ``.json`` netlist. Errors in the user's input print one message and exit with status 2; a
+simulation that disagrees with Amaranth's exits with status 1.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .errors import Netlist2TFError
+
+
+def _netlist_for(args):
+    """Synthesize (or load) the DESIGN argument; returns (netlist, synth result or None)."""
+    from .frontend import synthesize
+    from .ir import load_netlist, parse_netlist
+
+    if args.design.endswith(".json"):
+        return load_netlist(args.design), None
+    result = synthesize(args.design, flow=args.flow, build_dir=args.build_dir,
+                        use_cache=not args.no_cache)
+    return parse_netlist(result.json_text, str(result.json_path)), result
+
+
+def cmd_synth(args) -> int:
+    from .validate import find_problems
+
+    netlist, result = _netlist_for(args)
+    if args.output:
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.output).write_text(result.json_text if result else Path(args.design).read_text())
+    if args.dump:
+        sys.stdout.write(netlist.dump())
+    counts = {}
+    for c in netlist.cells:
+        counts[c.type] = counts.get(c.type, 0) + 1
+    where = result.json_path if result else args.design
+    cached = " (cached)" if result and result.cache_hit else ""
+    print(f"{args.design}: {args.flow}-level netlist {where}{cached}", file=sys.stderr)
+    print(f"  {len(netlist.ports)} ports, {len(netlist.cells)} cells, "
+          f"{sum(r.width for r in netlist.registers)} flip-flops in {len(netlist.registers)} registers, "
+          f"{len(netlist.memories)} memories "
+          f"({', '.join(f'{m.name} {m.size}x{m.width}' for m in netlist.memories) or 'none'})",
+          file=sys.stderr)
+    if counts:
+        print("  cells: " + ", ".join(f"{t} x{n}" for t, n in sorted(counts.items())), file=sys.stderr)
+    problems = find_problems(netlist)
+    if problems:
+        from .errors import UnsupportedDesignError
+        raise UnsupportedDesignError(problems)
+    return 0
+
+
+def cmd_sim(args) -> int:
+    import numpy as np
+    from .sim import FileStimulus, RandomStimulus, Simulator
+
+    netlist, result = _netlist_for(args)
+    sim = Simulator(netlist, batch=args.batch)
+    stimulus = FileStimulus(args.stimulus) if args.stimulus else RandomStimulus(args.seed)
+    if args.vcd:
+        Path(args.vcd).parent.mkdir(parents=True, exist_ok=True)
+    bar = None
+    if sys.stderr.isatty() and args.cycles >= 20000:
+        from tqdm import tqdm
+        bar = tqdm(total=args.cycles, unit="cycle", file=sys.stderr)
+    t0 = time.perf_counter()
+    trace = sim.run(args.cycles, stimulus, vcd=args.vcd, vcd_instance=args.vcd_instance,
+                    progress=(lambda k: bar.update(1)) if bar else None)
+    dt = time.perf_counter() - t0
+    if bar:
+        bar.close()
+    if args.outputs:
+        Path(args.outputs).parent.mkdir(parents=True, exist_ok=True)
+        with open(args.outputs, "w") as f:
+            for k in range(trace.cycles):
+                row = {n: [int(x) for x in v[k]] if trace.batch > 1 else int(v[k, 0])
+                       for n, v in trace.outputs.items()}
+                f.write(json.dumps(row) + "\n")
+    print(f"{args.design}: {trace.cycles} cycles x {trace.batch} instance(s) in {dt:.3f} s "
+          f"({trace.cycles * trace.batch / max(dt, 1e-9):,.0f} cycles/s, {sim.mode} engine)",
+          file=sys.stderr)
+    if trace.cycles:
+        last = ", ".join(f"{n}={int(v[-1, 0]):#x}" for n, v in trace.outputs.items())
+        print(f"  outputs in the last cycle{' (instance 0)' if trace.batch > 1 else ''}: {last}")
+    if args.vcd:
+        print(f"  waveform: {args.vcd}", file=sys.stderr)
+    if args.compare_amaranth:
+        if result is None:
+            raise Netlist2TFError("--compare-amaranth needs an Amaranth design, not a .json netlist")
+        from .reference import run_amaranth
+        for lane in range(trace.batch):
+            ref = run_amaranth(args.design, {n: v[:, lane] for n, v in trace.inputs.items()},
+                               trace.cycles, list(trace.outputs),
+                               clock=sim.clock_ports[0].name if sim.clock_ports else "clk")
+            for k in range(trace.cycles):
+                for n, v in trace.outputs.items():
+                    if int(v[k, lane]) != int(ref[n][k]):
+                        inputs = {i: int(x[k, lane]) for i, x in trace.inputs.items()}
+                        print(f"MISMATCH instance {lane} cycle {k} output {n}: netlist "
+                              f"{int(v[k, lane]):#x}, Amaranth {int(ref[n][k]):#x} (inputs {inputs})")
+                        return 1
+        print(f"  Amaranth's simulator agrees on every output in every cycle "
+              f"({trace.cycles} cycles x {trace.batch} instance(s))", file=sys.stderr)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="netlist2tf", description="Compile hardware into transformer weights.")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    def design_args(p):
+        p.add_argument("design", help="module.path:Class, path/to/file.py:Class, file.il/.v, or netlist .json")
+        p.add_argument("--flow", choices=("word", "gate", "lut"), default="word",
+                       help="Yosys mapping: word-level cells (default), simple gates, or 4-LUTs")
+        p.add_argument("--build-dir", default="build", help="cache and output folder (default: build)")
+        p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")
+
+    p = sub.add_parser("synth", help="Amaranth design -> Yosys JSON netlist (cached under BUILD/synth)")
+    design_args(p)
+    p.add_argument("-o", "--output", help="also copy the JSON netlist here")
+    p.add_argument("--dump", action="store_true", help="print the IR, one line per port/register/memory/cell")
+    p.set_defaults(func=cmd_synth)
+
+    p = sub.add_parser("sim", help="simulate the netlist cycle by cycle")
+    design_args(p)
+    p.add_argument("--cycles", type=int, required=True, help="number of clock cycles")
+    p.add_argument("--batch", type=int, default=1, help="independent instances simulated together")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--stimulus", help="JSON-lines file of inputs per cycle instead of random ones")
+    p.add_argument("--vcd", help="write a waveform (VCD) of every named signal")
+    p.add_argument("--vcd-instance", type=int, default=0, help="which batch instance the VCD shows")
+    p.add_argument("--outputs", help="write the outputs of every cycle as JSON lines")
+    p.add_argument("--compare-amaranth", action="store_true",
+                   help="also run Amaranth's simulator on the same inputs and stop at the first difference")
+    p.set_defaults(func=cmd_sim)
+    return ap
+
+
+def main(argv=None) -> int:
+    import warnings
+    # A design that raised mid-elaboration leaves Amaranth objects behind whose destructors warn
+    # "created but never used"; the error itself has already been reported.
+    warnings.filterwarnings("ignore", message=".*created but never used")
+    args = build_parser().parse_args(argv)
+    if getattr(args, "cycles", 0) is not None and getattr(args, "cycles", 0) < 0:
+        print("netlist2tf: error: --cycles must be >= 0", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except Netlist2TFError as exc:
+        print(f"netlist2tf: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

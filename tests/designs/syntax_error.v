@@ -1,0 +1,3 @@
+module top(input a, output y);
+  assign y = a +;
+endmodule
