@@ -1,0 +1,138 @@
+"""The machine interface of the RV32IM+Zba CPU, shared by every engine (unicorn, netlist, model).
+
+Memory map (byte addresses):
+
+* RAM at ``RAM_BASE`` = 0, ``ram_size`` bytes (default 64 KiB): code, data and stack. The stack pointer
+  starts at the top of RAM (the C runtime sets it).
+* Console at ``CONSOLE_ADDR``: a store of any width there outputs its low byte (``sb`` is the normal
+  way). It is write-only; a load from it is an access fault.
+* Anything else is unmapped: a load or store there is an access fault.
+
+Halting:
+
+* ``ecall`` with a7 = 93 (``EXIT_SYSCALL``): the program exits with code a0 (``Halt.EXIT``).
+* ``ebreak``: the machine halts (``Halt.EBREAK``); the exit code reported is a0.
+* Any other ``ecall`` and every trap stop the machine with a trap cause (the RISC-V ``mcause`` code),
+  never silently continuing: illegal instruction, misaligned instruction fetch/load/store, load/store
+  access fault. A trapping instruction does not retire (no retirement record, no register or memory
+  write).
+
+Retirement records (after riscv-formal's RVFI): one per retired instruction, see ``Retire``.
+"""
+
+from dataclasses import dataclass, field
+
+RAM_BASE = 0x0000_0000
+DEFAULT_RAM_SIZE = 64 * 1024
+CONSOLE_ADDR = 0x1000_0000
+EXIT_SYSCALL = 93
+
+# RISC-V mcause codes of the traps this machine can take.
+TRAP_INSN_MISALIGNED = 0
+TRAP_ILLEGAL_INSN = 2
+TRAP_BREAKPOINT = 3
+TRAP_LOAD_MISALIGNED = 4
+TRAP_LOAD_FAULT = 5
+TRAP_STORE_MISALIGNED = 6
+TRAP_STORE_FAULT = 7
+TRAP_ECALL = 11
+
+TRAP_NAMES = {
+    TRAP_INSN_MISALIGNED: "instruction address misaligned",
+    TRAP_ILLEGAL_INSN: "illegal instruction",
+    TRAP_BREAKPOINT: "breakpoint (ebreak)",
+    TRAP_LOAD_MISALIGNED: "load address misaligned",
+    TRAP_LOAD_FAULT: "load access fault",
+    TRAP_STORE_MISALIGNED: "store address misaligned",
+    TRAP_STORE_FAULT: "store access fault",
+    TRAP_ECALL: "environment call (unsupported syscall)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Retire:
+    """One retired instruction.
+
+    ``rd``/``rd_wdata`` are 0 when the instruction writes no register or writes x0. Memory fields
+    describe the one data access, if any: ``mem_addr`` is the word-aligned address (addr & ~3),
+    ``mem_rmask``/``mem_wmask`` the bytes of that word read/written (bit i = byte i), ``mem_rdata``
+    the whole word read (0 if no read), ``mem_wdata`` the written bytes in their lanes of the word
+    (bytes outside ``mem_wmask`` are 0). ``next_pc`` is the address of the next instruction.
+    """
+    pc: int
+    insn: int
+    next_pc: int
+    rd: int = 0
+    rd_wdata: int = 0
+    mem_addr: int = 0
+    mem_rmask: int = 0
+    mem_rdata: int = 0
+    mem_wmask: int = 0
+    mem_wdata: int = 0
+
+    def __str__(self):
+        s = f"pc={self.pc:08x} insn={self.insn:08x} -> {self.next_pc:08x}"
+        if self.rd:
+            s += f" x{self.rd}={self.rd_wdata:08x}"
+        if self.mem_rmask:
+            s += f" load[{self.mem_addr:08x}/{self.mem_rmask:04b}]={self.mem_rdata:08x}"
+        if self.mem_wmask:
+            s += f" store[{self.mem_addr:08x}/{self.mem_wmask:04b}]={self.mem_wdata:08x}"
+        return s
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """Why the machine stopped. ``kind`` is EXIT, EBREAK, TRAP or STEP_LIMIT."""
+    EXIT = "exit"
+    EBREAK = "ebreak"
+    TRAP = "trap"
+    STEP_LIMIT = "step-limit"
+
+    kind: str
+    pc: int
+    exit_code: int = 0
+    cause: int | None = None     # mcause for TRAP
+
+    def describe(self) -> str:
+        if self.kind == Halt.EXIT:
+            return f"exit code {self.exit_code}"
+        if self.kind == Halt.EBREAK:
+            return f"ebreak at pc {self.pc:#010x} (a0 = {self.exit_code})"
+        if self.kind == Halt.TRAP:
+            return f"trap: {TRAP_NAMES.get(self.cause, f'cause {self.cause}')} at pc {self.pc:#010x}"
+        return f"stopped after the step limit at pc {self.pc:#010x}"
+
+
+@dataclass
+class RunResult:
+    """What one engine's run of one program produced."""
+    console: bytes
+    halt: Halt
+    records: list = field(default_factory=list)   # list[Retire]
+    instructions: int = 0
+    cycles: int = 0
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Image:
+    """A program's memory image: where execution starts and the bytes to place in RAM."""
+    entry: int
+    segments: tuple   # tuple[(address, bytes)], each inside RAM, not overlapping
+
+    def words(self) -> dict[int, int]:
+        """{word index (address // 4): little-endian 32-bit word} for every non-zero word."""
+        out: dict[int, int] = {}
+        for addr, data in self.segments:
+            for i, byte in enumerate(data):
+                if byte:
+                    a = addr + i
+                    out[a >> 2] = out.get(a >> 2, 0) | (byte << (8 * (a & 3)))
+        return dict(sorted(out.items()))
+
+    @staticmethod
+    def from_words(words, entry: int = 0, base: int = 0) -> "Image":
+        """An image of consecutive little-endian words at ``base`` (e.g. generated code)."""
+        data = b"".join(int(w & 0xFFFF_FFFF).to_bytes(4, "little") for w in words)
+        return Image(entry, ((base, data),))
