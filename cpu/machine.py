@@ -14,8 +14,9 @@ Halting:
 * ``ebreak``: the machine halts (``Halt.EBREAK``); the exit code reported is a0.
 * Any other ``ecall`` and every trap stop the machine with a trap cause (the RISC-V ``mcause`` code),
   never silently continuing: illegal instruction, misaligned instruction fetch/load/store, load/store
-  access fault. A trapping instruction does not retire (no retirement record, no register or memory
-  write).
+  access fault, instruction access fault (a jump out of RAM). The halting instruction (the exit
+  ``ecall``, ``ebreak``, or the trapping instruction) does not retire: no retirement record, no
+  register or memory write.
 
 Retirement records (after riscv-formal's RVFI): one per retired instruction, see ``Retire``.
 """
@@ -29,6 +30,7 @@ EXIT_SYSCALL = 93
 
 # RISC-V mcause codes of the traps this machine can take.
 TRAP_INSN_MISALIGNED = 0
+TRAP_INSN_FAULT = 1
 TRAP_ILLEGAL_INSN = 2
 TRAP_BREAKPOINT = 3
 TRAP_LOAD_MISALIGNED = 4
@@ -39,6 +41,7 @@ TRAP_ECALL = 11
 
 TRAP_NAMES = {
     TRAP_INSN_MISALIGNED: "instruction address misaligned",
+    TRAP_INSN_FAULT: "instruction access fault",
     TRAP_ILLEGAL_INSN: "illegal instruction",
     TRAP_BREAKPOINT: "breakpoint (ebreak)",
     TRAP_LOAD_MISALIGNED: "load address misaligned",

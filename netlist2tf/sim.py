@@ -739,6 +739,35 @@ class Simulator:
             self._lanes = [(list(self._state_init), [list(m.init) for m in nl.memories]) for _ in range(B)]
             self._inputs = [[0] * B for _ in self.input_ports]
 
+    def load_memory(self, name: str, contents, instance: int | None = None):
+        """Overwrite memory ``name``'s contents: ``contents`` is {word index: value} (other words
+        become 0) or a sequence from index 0. ``instance`` picks one batch instance (default all).
+        Raises StimulusError for an unknown memory, an index outside it or a value too wide."""
+        mems = {m.name: k for k, m in enumerate(self.netlist.memories)}
+        if name not in mems:
+            raise StimulusError(f"no memory named {name!r}; the design's memories are: "
+                                f"{', '.join(mems) or '(none)'}")
+        k = mems[name]
+        mem = self.netlist.memories[k]
+        items = contents.items() if isinstance(contents, dict) else enumerate(contents)
+        full = [0] * mem.size
+        for i, v in items:
+            if not 0 <= i < mem.size:
+                raise StimulusError(f"memory {name!r} has {mem.size} words; index {i} is outside it")
+            if not 0 <= v < (1 << mem.width):
+                raise StimulusError(f"memory {name!r} holds {mem.width}-bit words; {v:#x} does not fit")
+            full[i] = v
+        lanes = range(self.batch) if instance is None else [instance]
+        if self.mode == "numpy":
+            M = self._lanes[0][1]
+            for lane in lanes:
+                M[k][lane, :] = np.array(full, dtype=U64)
+        elif self.mode == "scalar":
+            self._lanes[0][1][k][:] = full
+        else:
+            for lane in lanes:
+                self._lanes[lane][1][k][:] = full
+
     def check_inputs(self, values: dict):
         """Raise StimulusError if ``values`` names an unknown port or a value that does not fit."""
         known = {p.name: p for p in self.input_ports}
@@ -798,6 +827,13 @@ class Simulator:
         self.cycle += 1
         self.last_outputs = self._format(outs, self.output_ports)
         return self.last_outputs
+
+    def step_values(self) -> tuple:
+        """Run one cycle with the inputs as they stand; return the outputs as a tuple in
+        ``output_ports`` order (ints for batch 1, arrays otherwise). The fast path of ``step``."""
+        outs = self._eval(False)
+        self.cycle += 1
+        return outs
 
     def _format(self, vals, ports):
         if self.mode == "scalar":

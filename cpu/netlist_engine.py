@@ -1,0 +1,153 @@
+"""Run programs on the CPU's netlist: hdl/rv32 synthesized by Yosys, simulated by netlist2tf.sim.
+
+The program image is loaded into the netlist's ``ram`` memory before the first cycle (the simulator's
+state, which is the netlist engine's business; the model engine will load programs as prompt tokens
+instead). Then the core runs cycle by cycle; the retirement port gives one ``Retire`` record per
+retired instruction, the console port the output bytes, the halt port the reason it stopped.
+"""
+
+import time
+
+import numpy as np
+
+from netlist2tf.errors import Netlist2TFError
+from netlist2tf.frontend import synthesize
+from netlist2tf.ir import parse_netlist
+from netlist2tf.sim import Simulator
+
+from .machine import DEFAULT_RAM_SIZE, Halt, Image, Retire, RunResult
+
+_HALT_KINDS = {0: Halt.EXIT, 1: Halt.EBREAK, 2: Halt.TRAP}
+_RETIRE_FIELDS = ("pc", "insn", "next_pc", "rd", "rd_wdata", "mem_addr", "mem_rmask", "mem_rdata",
+                  "mem_wmask", "mem_wdata")
+
+
+def core_design(ram_size: int = DEFAULT_RAM_SIZE, reset_pc: int = 0, mul=True, div=True, zba=True) -> str:
+    """The DESIGN string of the core with these parameters (the synthesis cache keys on it)."""
+    return f"hdl.rv32:Core(ram_size={ram_size}, mul={mul}, div={div}, zba={zba}, reset_pc={reset_pc})"
+
+
+_NETLISTS: dict = {}
+
+
+def core_netlist(ram_size=DEFAULT_RAM_SIZE, reset_pc=0, flow="word", build_dir="build"):
+    """The parsed netlist of the core (synthesized once per process and cached on disk)."""
+    key = (ram_size, reset_pc, flow, str(build_dir))
+    if key not in _NETLISTS:
+        result = synthesize(core_design(ram_size, reset_pc), flow=flow, build_dir=build_dir)
+        _NETLISTS[key] = parse_netlist(result.json_text, str(result.json_path))
+    return _NETLISTS[key]
+
+
+def _check_image(image: Image, ram_size: int):
+    for addr, data in image.segments:
+        if addr < 0 or addr + len(data) > ram_size:
+            raise Netlist2TFError(f"program segment at {addr:#x} ({len(data)} bytes) does not fit in "
+                                  f"{ram_size} bytes of RAM; use a larger --ram-size")
+
+
+def run_netlist(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int = 1_000_000,
+                trace: bool = True, flow: str = "word", build_dir="build") -> RunResult:
+    """Run ``image`` on the core's netlist until it halts or retires ``max_steps`` instructions."""
+    return run_netlist_batch([image], ram_size, max_steps, trace, flow, build_dir)[0]
+
+
+def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int = 1_000_000,
+                      trace: bool = True, flow: str = "word", build_dir="build") -> list:
+    """Run several programs at once, one batch instance each (vectorised); one RunResult each.
+
+    All images must share one entry point (the core's reset pc).
+    """
+    entries = {img.entry for img in images}
+    if len(entries) != 1:
+        raise Netlist2TFError("a batch of programs must share one entry point")
+    for img in images:
+        _check_image(img, ram_size)
+    netlist = core_netlist(ram_size, entries.pop(), flow, build_dir)
+    B = len(images)
+    sim = Simulator(netlist, batch=B)
+    for lane, img in enumerate(images):
+        sim.load_memory("ram", img.words(), instance=None if B == 1 else lane)
+
+    idx = {p.name: i for i, p in enumerate(sim.output_ports)}
+    if B == 1:
+        return [_run_single(sim, idx, max_steps, trace)]
+
+    records = [[] for _ in range(B)]
+    console = [bytearray() for _ in range(B)]
+    halts: list = [None] * B
+    retired = np.zeros(B, dtype=np.int64)
+    cycles = np.zeros(B, dtype=np.int64)
+    live = np.ones(B, dtype=bool)
+    fields = [(f, idx["rvfi_" + f]) for f in _RETIRE_FIELDS]
+    t0 = time.perf_counter()
+    # A division takes 33 cycles; bound the cycles so a wedged core cannot hang the run.
+    for _ in range(33 * max_steps + 1):
+        out = sim.step_values()
+        valid = out[idx["rvfi_valid"]].astype(bool) & live
+        cycles += live
+        if trace and valid.any():
+            lanes = np.nonzero(valid)[0]
+            cols = [(f, out[i][lanes].tolist()) for f, i in fields]
+            for j, lane in enumerate(lanes.tolist()):
+                records[lane].append(Retire(**{f: col[j] for f, col in cols}))
+        retired += valid
+        con = out[idx["console_valid"]].astype(bool) & live
+        if con.any():
+            data = out[idx["console_data"]]
+            for lane in np.nonzero(con)[0]:
+                console[lane].append(int(data[lane]))
+        halt = out[idx["halt"]].astype(bool) & live
+        if halt.any():
+            for lane in np.nonzero(halt)[0]:
+                halts[lane] = _halt(lambda name: int(out[idx[name]][lane]))
+            live &= ~halt
+        over = live & (retired >= max_steps)
+        if over.any():
+            for lane in np.nonzero(over)[0]:
+                halts[lane] = Halt(Halt.STEP_LIMIT, int(out[idx["rvfi_next_pc"]][lane]))
+            live &= ~over
+        if not live.any():
+            break
+    seconds = time.perf_counter() - t0
+    return [RunResult(bytes(console[i]), halts[i] or Halt(Halt.STEP_LIMIT, 0), records[i],
+                      int(retired[i]), int(cycles[i]), seconds) for i in range(B)]
+
+
+def _halt(get) -> Halt:
+    kind = _HALT_KINDS[get("halt_kind")]
+    if kind == Halt.TRAP:
+        return Halt(kind, get("rvfi_pc"), 0, get("halt_cause"))
+    return Halt(kind, get("rvfi_pc"), _signed32(get("halt_code")))
+
+
+def _run_single(sim, idx, max_steps, trace) -> RunResult:
+    """The batch-1 loop on plain ints (the common case of `cpu run`)."""
+    i_valid, i_con, i_data, i_halt = idx["rvfi_valid"], idx["console_valid"], idx["console_data"], idx["halt"]
+    i_fields = [idx["rvfi_" + f] for f in _RETIRE_FIELDS]
+    records, console = [], bytearray()
+    retired = cycles = 0
+    halt = None
+    step = sim.step_values
+    t0 = time.perf_counter()
+    while cycles < 33 * max_steps + 1:
+        out = step()
+        cycles += 1
+        if out[i_valid]:
+            retired += 1
+            if trace:
+                records.append(Retire(*[int(out[i]) for i in i_fields]))
+        if out[i_con]:
+            console.append(int(out[i_data]))
+        if out[i_halt]:
+            halt = _halt(lambda name: int(out[idx[name]]))
+            break
+        if retired >= max_steps:
+            halt = Halt(Halt.STEP_LIMIT, int(out[idx["rvfi_next_pc"]]))
+            break
+    return RunResult(bytes(console), halt or Halt(Halt.STEP_LIMIT, 0), records, retired, cycles,
+                     time.perf_counter() - t0)
+
+
+def _signed32(v: int) -> int:
+    return v - (1 << 32) if v & 0x8000_0000 else v

@@ -1,0 +1,5 @@
+"""The RV32IM+Zba core (see ``core.py`` and the machine interface in ``cpu/machine.py``)."""
+
+from .core import Core
+
+__all__ = ["Core"]
