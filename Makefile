@@ -20,11 +20,14 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # Main job (grows with the project): synthesize the FIFO example, simulate 1,000 cycles of random
-# input, check every output against Amaranth's own simulator, and write the waveform.
+# input against Amaranth's own simulator and write the waveform; then build the RV32 CPU from hdl/,
+# compile a C program and run it on the CPU's netlist, and on unicorn for comparison.
 run: $(STAMP)
-	$(VENV)/bin/netlist2tf synth hdl.examples.fifo:FIFO
 	$(VENV)/bin/netlist2tf sim hdl.examples.fifo:FIFO --cycles 1000 --seed 1 \
 		--vcd build/fifo.vcd --compare-amaranth
+	$(VENV)/bin/netlist2tf synth 'hdl.rv32:Core'
+	$(VENV)/bin/cpu run cpu/programs/hello.c --engine netlist --trace build/hello.trace
+	$(VENV)/bin/cpu run cpu/programs/hello.c --engine unicorn
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2
@@ -35,6 +38,7 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py
+	$(PY) bench/cpu_speed.py
 
 clean:
 	rm -rf build

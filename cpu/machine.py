@@ -94,7 +94,7 @@ class Halt:
 
     kind: str
     pc: int
-    exit_code: int = 0
+    exit_code: int = 0           # a0 as an unsigned 32-bit value (the exit status is its low byte)
     cause: int | None = None     # mcause for TRAP
 
     def describe(self) -> str:

@@ -82,10 +82,17 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
     fields = [(f, idx["rvfi_" + f]) for f in _RETIRE_FIELDS]
     t0 = time.perf_counter()
     # A division takes 33 cycles; bound the cycles so a wedged core cannot hang the run.
-    for _ in range(33 * max_steps + 1):
+    for _ in range(33 * (max_steps + 1) + 1):
         out = sim.step_values()
         valid = out[idx["rvfi_valid"]].astype(bool) & live
         cycles += live
+        # At most max_steps instructions retire; the next one to retire stops the lane uncounted.
+        over = valid & (retired >= max_steps)
+        if over.any():
+            for lane in np.nonzero(over)[0]:
+                halts[lane] = Halt(Halt.STEP_LIMIT, int(out[idx["rvfi_pc"]][lane]))
+            live &= ~over
+            valid &= ~over
         if trace and valid.any():
             lanes = np.nonzero(valid)[0]
             cols = [(f, out[i][lanes].tolist()) for f, i in fields]
@@ -102,11 +109,6 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
             for lane in np.nonzero(halt)[0]:
                 halts[lane] = _halt(lambda name: int(out[idx[name]][lane]))
             live &= ~halt
-        over = live & (retired >= max_steps)
-        if over.any():
-            for lane in np.nonzero(over)[0]:
-                halts[lane] = Halt(Halt.STEP_LIMIT, int(out[idx["rvfi_next_pc"]][lane]))
-            live &= ~over
         if not live.any():
             break
     seconds = time.perf_counter() - t0
@@ -118,7 +120,7 @@ def _halt(get) -> Halt:
     kind = _HALT_KINDS[get("halt_kind")]
     if kind == Halt.TRAP:
         return Halt(kind, get("rvfi_pc"), 0, get("halt_cause"))
-    return Halt(kind, get("rvfi_pc"), _signed32(get("halt_code")))
+    return Halt(kind, get("rvfi_pc"), get("halt_code"))
 
 
 def _run_single(sim, idx, max_steps, trace) -> RunResult:
@@ -130,10 +132,14 @@ def _run_single(sim, idx, max_steps, trace) -> RunResult:
     halt = None
     step = sim.step_values
     t0 = time.perf_counter()
-    while cycles < 33 * max_steps + 1:
+    i_pc = idx["rvfi_pc"]
+    while cycles < 33 * (max_steps + 1) + 1:
         out = step()
         cycles += 1
         if out[i_valid]:
+            if retired == max_steps:     # at most max_steps retire; this one is not counted
+                halt = Halt(Halt.STEP_LIMIT, int(out[i_pc]))
+                break
             retired += 1
             if trace:
                 records.append(Retire(*[int(out[i]) for i in i_fields]))
@@ -142,12 +148,5 @@ def _run_single(sim, idx, max_steps, trace) -> RunResult:
         if out[i_halt]:
             halt = _halt(lambda name: int(out[idx[name]]))
             break
-        if retired >= max_steps:
-            halt = Halt(Halt.STEP_LIMIT, int(out[idx["rvfi_next_pc"]]))
-            break
     return RunResult(bytes(console), halt or Halt(Halt.STEP_LIMIT, 0), records, retired, cycles,
                      time.perf_counter() - t0)
-
-
-def _signed32(v: int) -> int:
-    return v - (1 << 32) if v & 0x8000_0000 else v

@@ -1,0 +1,195 @@
+"""The ``cpu`` command line: run C programs and ELF files on the RV32IM+Zba machine.
+
+    cpu run PROGRAM.c|PROGRAM.elf [--engine unicorn] [--max-steps N] [--trace FILE]
+                                  [--ram-size BYTES] [--compiler zig|gcc|clang] [--no-zba] [-O LEVEL]
+    cpu check [NAME ...] [--engine unicorn] [--compiler ...]    run the program table, compare outputs
+    cpu programs                                                 list the program table
+
+``run`` compiles a .c file (cached under build/cpu/), loads the ELF, runs it and writes the program's
+console output to stdout; statistics and halt messages go to stderr. Exit status: the program's exit
+code (a0 & 0xff) when it exits or hits ebreak; 3 on a trap; 4 when the step limit is reached; 2 for
+errors in the input (compile errors, bad ELF files, missing files).
+
+Engines are functions ``(image, ram_size, max_steps, trace) -> RunResult`` in ``ENGINES``.
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from netlist2tf.errors import Netlist2TFError
+
+from .machine import DEFAULT_RAM_SIZE, Halt
+
+EXIT_TRAP = 3
+EXIT_STEP_LIMIT = 4
+EXIT_INPUT_ERROR = 2
+
+
+def _run_unicorn(image, ram_size, max_steps, trace):
+    from .unicorn_ref import run_unicorn
+    return run_unicorn(image, ram_size=ram_size, max_steps=max_steps, trace=trace)
+
+
+def _run_netlist(image, ram_size, max_steps, trace):
+    from .netlist_engine import run_netlist
+    return run_netlist(image, ram_size=ram_size, max_steps=max_steps, trace=trace)
+
+
+# name -> function(image, ram_size, max_steps, trace) -> RunResult
+ENGINES = {
+    "unicorn": _run_unicorn,
+    "netlist": _run_netlist,
+}
+
+
+class InputError(Netlist2TFError):
+    """A command-line input that cannot be used (missing file, unknown engine, bad number)."""
+
+
+def load_program(path, ram_size=DEFAULT_RAM_SIZE, compiler=None, opt="-O2", zba=True):
+    """The machine image of a .c program (compiled, cached) or an ELF file."""
+    from .elf import load_elf
+    from .toolchain import compile_c
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    if path.suffix == ".c":
+        path = compile_c(path, ram_size=ram_size, compiler=compiler, opt=opt, zba=zba)
+    return load_elf(path, ram_size=ram_size)
+
+
+def _engine(name):
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise InputError(f"unknown engine {name!r}; available: {', '.join(ENGINES)}") from None
+
+
+def exit_status(halt: Halt) -> int:
+    """The process exit status for a run that ended with ``halt``."""
+    if halt.kind in (Halt.EXIT, Halt.EBREAK):
+        return halt.exit_code & 0xFF
+    return EXIT_TRAP if halt.kind == Halt.TRAP else EXIT_STEP_LIMIT
+
+
+def cmd_run(args) -> int:
+    engine = _engine(args.engine)
+    image = load_program(args.program, ram_size=args.ram_size, compiler=args.compiler, opt=args.opt,
+                         zba=not args.no_zba)
+    t0 = time.perf_counter()
+    result = engine(image, args.ram_size, args.max_steps, bool(args.trace))
+    wall = time.perf_counter() - t0
+    sys.stdout.flush()
+    sys.stdout.buffer.write(result.console)
+    sys.stdout.buffer.flush()
+    if args.trace:
+        trace_path = Path(args.trace)
+        trace_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(trace_path, "w") as f:
+            for record in result.records:
+                f.write(f"{record}\n")
+    seconds = result.seconds or wall
+    rate = result.instructions / seconds if seconds > 0 else 0.0
+    halt = result.halt
+    print(f"cpu: {halt.describe()}", file=sys.stderr)
+    print(f"cpu: {args.engine}: {result.instructions} instructions, {result.cycles} cycles, {seconds:.3f} s, "
+          f"{rate:,.0f} instructions/s", file=sys.stderr)
+    return exit_status(halt)
+
+
+def cmd_check(args) -> int:
+    from .programs import PROGRAMS
+
+    engine = _engine(args.engine)
+    chosen = [p for p in PROGRAMS if not args.names or p.name in args.names]
+    unknown = set(args.names) - {p.name for p in PROGRAMS}
+    if unknown:
+        raise InputError(f"unknown program(s) {', '.join(sorted(unknown))}; see `cpu programs`")
+    failures = 0
+    for prog in chosen:
+        image = load_program(prog.path, ram_size=args.ram_size, compiler=args.compiler)
+        result = engine(image, args.ram_size, args.max_steps, False)
+        ok = (result.halt.kind == Halt.EXIT and result.halt.exit_code == prog.expected_exit
+              and result.console == prog.expected_output)
+        failures += not ok
+        detail = "" if ok else (f" (expected exit {prog.expected_exit}, output "
+                                f"{'matches' if result.console == prog.expected_output else 'differs'})")
+        print(f"{'ok  ' if ok else 'FAIL'} {prog.name:12s} {result.halt.describe()}{detail}; "
+              f"{result.instructions} instructions, {result.seconds:.3f} s")
+    print(f"{len(chosen) - failures}/{len(chosen)} programs passed on {args.engine}")
+    return 0 if failures == 0 else 1
+
+
+def cmd_programs(args) -> int:
+    from .programs import PROGRAMS
+
+    for prog in PROGRAMS:
+        print(f"{prog.name:12s} exit {prog.expected_exit:3d}  {prog.path}  {prog.description}")
+    return 0
+
+
+def _int(text):
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
+    return value
+
+
+def _ram_size(text):
+    value = _int(text)
+    if value < 4096 or value % 4 or value > 0x1000_0000:
+        raise argparse.ArgumentTypeError(f"RAM size must be a multiple of 4 from 4096 to 0x10000000: {text!r}")
+    return value
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="cpu", description="Run programs on the RV32IM+Zba machine.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p):
+        p.add_argument("--engine", default="unicorn", help=f"engine to run on (default unicorn; known: "
+                       f"{', '.join(ENGINES)})")
+        p.add_argument("--max-steps", type=_int, default=10_000_000, help="stop after N instructions")
+        p.add_argument("--ram-size", type=_ram_size, default=DEFAULT_RAM_SIZE,
+                       help=f"RAM size in bytes (default {DEFAULT_RAM_SIZE})")
+        p.add_argument("--compiler", choices=("zig", "gcc", "clang"), default=None,
+                       help="C compiler (default: $NETLIST2TF_CC, else zig)")
+
+    run = sub.add_parser("run", help="run one program (.c or .elf)")
+    run.add_argument("program", help="a C source file (one file with main) or an ELF executable")
+    common(run)
+    run.add_argument("--trace", metavar="FILE", help="write one line per retired instruction")
+    run.add_argument("-O", dest="opt", default="-O2", type=lambda s: s if s.startswith("-O") else f"-O{s}",
+                     help="optimization level for .c files (default 2)")
+    run.add_argument("--no-zba", action="store_true", help="compile without the Zba extension")
+    run.set_defaults(func=cmd_run)
+
+    check = sub.add_parser("check", help="run the program table and compare outputs and exit codes")
+    check.add_argument("names", nargs="*", help="program names (default: all)")
+    common(check)
+    check.set_defaults(func=cmd_check)
+
+    programs = sub.add_parser("programs", help="list the program table")
+    programs.set_defaults(func=cmd_programs)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Netlist2TFError as exc:
+        print(f"cpu: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

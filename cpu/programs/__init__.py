@@ -1,0 +1,332 @@
+"""The test programs for the RV32IM+Zba machine: one C file each, with the console output and exit code
+they must produce.
+
+The expected outputs are written by hand or computed here in Python, independently of the programs
+(zlib for CRC-32, sorted() for the sort, Python integers for the arithmetic) -- never by running a
+program. Every engine (unicorn, netlist, model) must reproduce them exactly.
+"""
+
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+PROGRAM_DIR = Path(__file__).resolve().parent
+M32 = 0xFFFF_FFFF
+M64 = 0xFFFF_FFFF_FFFF_FFFF
+
+
+@dataclass(frozen=True)
+class Program:
+    name: str
+    path: Path
+    expected_output: bytes
+    expected_exit: int
+    description: str = ""
+
+
+def _s32(x):
+    x &= M32
+    return x - (1 << 32) if x >> 31 else x
+
+
+def _s64(x):
+    x &= M64
+    return x - (1 << 64) if x >> 63 else x
+
+
+def _cdiv(a, b):
+    """C (and RISC-V) division: truncates toward zero."""
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _crem(a, b):
+    return a - _cdiv(a, b) * b
+
+
+# ---- hello ----
+
+def _hello():
+    return ("Hello, RISC-V!\n"
+            "-42 7 3000000000 beef BEEF str c %\n"
+            "[1234abcd] [   42] [42   ] [-0042] [123456789] [4000000000] [ ab] [ab ]\n"
+            "-1234567890123456789 18446744073709551615 123456789abcdef\n")
+
+
+# ---- fibonacci ----
+
+def _fibonacci():
+    out = []
+    a, b = 0, 1
+    for i in range(47):
+        out.append(f"F({i}) = {a}\n")
+        a, b = b, (a + b) & M32
+    x, y = 0, 1
+    for _ in range(90):
+        x, y = y, x + y
+    out.append(f"F(90) = {x} = 0x{x >> 32:08x}{x & M32:08x}\n")
+
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+    out.append(f"fib_rec(15) = {fib(15)}\n")
+    return "".join(out)
+
+
+# ---- sieve ----
+
+def _primes_below(n):
+    return [p for p in range(2, n) if all(p % d for d in range(2, int(p ** 0.5) + 1))]
+
+
+def _sieve():
+    primes = _primes_below(2000)
+    out = "first primes:" + "".join(f" {p}" for p in primes[:20]) + "\n"
+    out += f"primes below 2000: {len(primes)}, sum {sum(primes)}, largest {primes[-1]}\n"
+    return out, len(primes) & 0xFF
+
+
+# ---- quicksort ----
+
+def _quicksort():
+    seed, values = 12345, []
+    for _ in range(300):
+        seed = (seed * 1103515245 + 12345) & M32
+        values.append(((seed >> 16) & 0x7FFF) - 16384)
+    v = sorted(values)
+    checksum = 0
+    for x in v:
+        checksum = (checksum * 31 + x) & M32
+    return ("sorted: yes\n"
+            f"min {v[0]} max {v[-1]} median {v[150]}\n"
+            "first:" + "".join(f" {x}" for x in v[:8]) + "\n"
+            f"checksum {checksum:08x}\n")
+
+
+# ---- crc32 ----
+
+def _crc32():
+    table1 = 0x77073096      # the well-known first entries of the CRC-32 table
+    table255 = 0x2D02EF8D
+    text = b"The quick brown fox jumps over the lazy dog"
+    buf = bytes((i * 7 + (i >> 3)) & 0xFF for i in range(1024))
+    c = zlib.crc32(buf)
+    out = (f"table[1] = {table1:08x}, table[255] = {table255:08x}\n"
+           f"crc32(\"{text.decode()}\") = {zlib.crc32(text):08x} (bitwise {zlib.crc32(text):08x})\n"
+           f"crc32(\"\") = {zlib.crc32(b''):08x}\n"
+           f"crc32(buf[1024]) = {c:08x}\n")
+    return out, c & 0xFF
+
+
+# ---- matmul ----
+
+def _matmul():
+    n = 10
+    a = [[(i * 7 + j * 3) % 11 - 5 for j in range(n)] for i in range(n)]
+    b = [[(i * 5 + j * 9 + 2) % 13 - 6 for j in range(n)] for i in range(n)]
+
+    def mul(x, y):
+        return [[sum(x[i][k] * y[k][j] for k in range(n)) for j in range(n)] for i in range(n)]
+    c = mul(a, b)
+    out, checksum = [], 0
+    for i in range(n):
+        for j in range(n):
+            checksum = (checksum * 17 + c[i][j]) & M32
+        out.append(f"row {i}: sum {sum(c[i])}, first {c[i][0]}, last {c[i][n - 1]}\n")
+    out.append(f"trace {sum(c[i][i] for i in range(n))} checksum {checksum:08x}\n")
+    t = [list(r) for r in zip(*a)]
+    s = mul(a, t)
+    out.append(f"A*At symmetric: yes, diagonal[0..2] = {s[0][0]} {s[1][1]} {s[2][2]}\n")
+    return "".join(out)
+
+
+# ---- strings ----
+
+def _base36(v, base):
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    s = ""
+    while True:
+        s = digits[v % base] + s
+        v //= base
+        if not v:
+            return s
+
+
+def _strings():
+    words = ["apple", "banana", "cherry", "apple pie", "", "Zebra"]
+    out = [f"strlen(\"{w}\") = {len(w)}\n" for w in words]
+    out.append("strcmp: 0 -1 1 -1 -1\n")
+    s = "Hello, strings!"
+    out.append(f"strcpy: {s} ({len(s)})\n")
+    out.append(f"reverse: {s[::-1]}\n")
+    out.append(f"upper: {s[::-1].upper()}\n")
+    out.append("memset: **********\n")
+    other = bytearray(b"0123456789abcdef\0")
+    out.append(f"memcpy: {other[:16].decode()}\n")
+    other[4:12] = other[0:8]
+    out.append(f"memmove up: {other[:16].decode()}\n")
+    other[0:8] = other[6:14]
+    out.append(f"memmove down: {other[:16].decode()}\n")
+    out.append("memcmp: -1 0 1\n")
+    hay = "the cat sat on the mat"
+    out.append(f"find: {hay.find('sat')} {hay.find('mat')} {'the cat'.find('dog')}\n")
+    out.append(f"utoa: 1234567 {bin(255)[2:]} {_base36(0xDEADBEEF, 36)}\n")
+    src = [chr(ord('A') + i % 26) for i in range(40)]
+    dst = ["."] * 40
+    dst[1:31] = src[3:33]
+    dst[33:38] = ["#"] * 5
+    out.append(f"unaligned: {''.join(dst[:39])}\n")
+    return "".join(out)
+
+
+# ---- recursion ----
+
+def _recursion():
+    calls = 0
+
+    def ack(m, n):
+        nonlocal calls
+        calls += 1
+        if m == 0:
+            return n + 1
+        if n == 0:
+            return ack(m - 1, 1)
+        return ack(m - 1, ack(m, n - 1))
+    a23 = ack(2, 3)
+    c23, calls = calls, 0
+    a33 = ack(3, 3)
+    c33 = calls
+    moves = hsum = 0
+
+    def hanoi(n, frm, to, via):
+        nonlocal moves, hsum
+        if n == 0:
+            return
+        hanoi(n - 1, frm, via, to)
+        moves += 1
+        hsum = (hsum + (frm * 3 + to) * moves) & M32
+        hanoi(n - 1, via, to, frm)
+    hanoi(10, 1, 3, 2)
+
+    def gcd(a, b):
+        return a if b == 0 else gcd(b, a % b)
+    return (f"A(2,3) = {a23} ({c23} calls)\n"
+            f"A(3,3) = {a33} ({c33} calls)\n"
+            f"hanoi(10): {moves} moves, weighted sum {hsum}\n"
+            f"is_even(100) = 1, is_odd(77) = 1, is_even(33) = 0\n"
+            f"gcd(1071, 462) = {gcd(1071, 462)}, gcd(832040, 514229) = {gcd(832040, 514229)}\n")
+
+
+# ---- longlong ----
+
+def _halves(v):
+    v &= M64
+    return f"{v >> 32:08x}_{v & M32:08x}"
+
+
+def _longlong():
+    A = [123456789012345, -987654321098765, 0x7FFFFFFFFFFFFFFF, -1, 0x0123456789ABCDEF, 1000000007, -5,
+         4294967296]
+    B = [1000, 12345, -3, 7, 0xFEDCBA9876, -65536, 2, 4294967295]
+    out = []
+    for a, b in zip(A, B):
+        ua, ub = a & M64, b & M64
+        out.append(f"a={_halves(a)} b={_halves(b)}\n")
+        out.append(f"  mul {_halves(a * b)} div {_halves(_cdiv(a, b))} rem {_halves(_crem(a, b))}\n")
+        out.append(f"  udiv {_halves(ua // ub)} urem {_halves(ua % ub)}\n")
+        out.append(f"  dec {a} / {b} = {_cdiv(a, b)}\n")
+    x = -0x123456789ABCDEF
+    for s in (0, 1, 31, 32, 33, 63):
+        out.append(f"shift {s}: shl {_halves(x << s)} sar {_halves(x >> s)} shr {_halves((x & M64) >> s)}\n")
+    return "".join(out)
+
+
+# ---- muldiv ----
+
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
+_MULDIV_VALUES = [
+    (7, 3), (-7, 3), (7, -3), (-7, -3), (INT_MIN, -1), (INT_MIN, 1), (INT_MAX, -1), (5, 0), (-5, 0),
+    (0, 0), (INT_MIN, 0), (INT_MIN, INT_MIN), (INT_MAX, INT_MAX), (-1, -1), (0x12345678, _s32(0x9ABCDEF0)),
+    (0x10000, 0x10000), (-1, INT_MIN),
+]
+
+
+def rv_muldiv(a: int, b: int) -> dict:
+    """The RISC-V M extension's results (unsigned 32-bit) for signed 32-bit operands, per the spec."""
+    a, b = _s32(a), _s32(b)
+    ua, ub = a & M32, b & M32
+    if b == 0:
+        div, rem = -1, a
+    elif a == INT_MIN and b == -1:
+        div, rem = INT_MIN, 0
+    else:
+        div, rem = _cdiv(a, b), _crem(a, b)
+    return {
+        "mul": (a * b) & M32,
+        "mulh": ((a * b) >> 32) & M32,
+        "mulhsu": ((a * ub) >> 32) & M32,
+        "mulhu": ((ua * ub) >> 32) & M32,
+        "div": div & M32,
+        "divu": (ua // ub if ub else M32) & M32,
+        "rem": rem & M32,
+        "remu": (ua % ub if ub else ua) & M32,
+    }
+
+
+def _muldiv():
+    out = []
+    for a, b in _MULDIV_VALUES:
+        r = rv_muldiv(a, b)
+        out.append(f"{a & M32:08x} {b & M32:08x}: " + " ".join(f"{k} {v:08x}" for k, v in r.items()) + "\n")
+    out.append("mismatches with C: 0\n")
+    for i in range(4):
+        a, b = _MULDIV_VALUES[i * 4 + 2][0] & M32, _MULDIV_VALUES[i * 4 + 3][1] & M32
+        out.append(f"zba {a:08x} {b:08x}: sh1add {((a << 1) + b) & M32:08x} sh2add {((a << 2) + b) & M32:08x} "
+                   f"sh3add {((a << 3) + b) & M32:08x}\n")
+    return "".join(out)
+
+
+# ---- tokenizer ----
+
+_TOKENIZER_INPUT = ("x1 = 42 + foo_bar*(7-y) ; if (a<=b) z != 10 @ end==3 >= 99\n"
+                    "while(n>0) n = n - 1; 12ab # !x <> 5")
+
+
+def _tokenizer():
+    pattern = re.compile(r"\s*(?:(?P<ID>[A-Za-z_][A-Za-z0-9_]*)|(?P<NUM>[0-9]+)|(?P<OP>[=<>!]=?|[-+*/();,])"
+                         r"|(?P<BAD>\S))")
+    out, counts, total = [], {"ID": 0, "NUM": 0, "OP": 0, "BAD": 0}, 0
+    for i, m in enumerate(pattern.finditer(_TOKENIZER_INPUT), 1):
+        kind = m.lastgroup
+        text = m.group(kind)
+        counts[kind] += 1
+        if kind == "NUM":
+            total += int(text)
+        out.append(f"{kind}({text})" + (" " if i % 8 else "\n"))
+    n = sum(counts.values())
+    out.append(f"\ntokens {n}: ids {counts['ID']} numbers {counts['NUM']} operators {counts['OP']} "
+               f"bad {counts['BAD']}; sum of numbers {total}\n")
+    return "".join(out)
+
+
+def _program(name, output, exit_code=0, description=""):
+    if isinstance(output, tuple):
+        output, exit_code = output
+    return Program(name, PROGRAM_DIR / f"{name}.c", output.encode(), exit_code, description)
+
+
+PROGRAMS = (
+    _program("hello", _hello(), description="puts and printf conversions"),
+    _program("fibonacci", _fibonacci(), description="32- and 64-bit Fibonacci, recursive fib"),
+    _program("sieve", _sieve(), description="sieve of Eratosthenes; exit code = prime count & 0xff"),
+    _program("quicksort", _quicksort(), description="recursive quicksort of 300 LCG values"),
+    _program("crc32", _crc32(), description="table and bitwise CRC-32; exit code = CRC & 0xff"),
+    _program("matmul", _matmul(), description="10x10 integer matrix products"),
+    _program("strings", _strings(), description="runtime string/memory functions and own ones"),
+    _program("recursion", _recursion(), description="Ackermann, Hanoi, mutual recursion, gcd"),
+    _program("longlong", _longlong(), description="64-bit mul/div/rem/shifts (compiler runtime helpers)"),
+    _program("muldiv", _muldiv(), description="M-extension edge cases via inline asm, Zba"),
+    _program("tokenizer", _tokenizer(), description="table-driven DFA tokenizer"),
+)
+
+PROGRAMS_BY_NAME = {p.name: p for p in PROGRAMS}

@@ -1,0 +1,234 @@
+"""Compile a C program for the RV32IM+Zba machine into a freestanding ELF, with the runtime in
+cpu/runtime/ (crt0.S, runtime.c, link.ld).
+
+Three compilers are supported; all produce the same kind of ELF (RAM at 0, _start at 0):
+
+* ``zig`` (default): PyPI ``ziglang``, run as ``python -m ziglang cc``; 64-bit arithmetic helpers
+  (``__divdi3`` ...) come from zig's compiler_rt (``-rtlib=compiler-rt``; ``-nostdlib`` alone drops it).
+* ``gcc``: Debian ``gcc-riscv64-unknown-elf`` (``riscv64-unknown-elf-gcc``), helpers from ``-lgcc``.
+* ``clang``: Debian ``clang`` + ``lld``; it has no rv32 compiler-rt, so the runtime's own
+  ``int64.c`` provides the helpers.
+
+The compiler is chosen by argument, else by the ``NETLIST2TF_CC`` environment variable, else zig.
+Compiled ELFs are cached under build/cpu/, keyed by a hash of everything that goes into them (source
+bytes, runtime files, command-line flags, compiler version), so an unchanged program is not
+recompiled. The same inputs give the same ELF bytes.
+"""
+
+import functools
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from netlist2tf.errors import Netlist2TFError
+
+from .machine import CONSOLE_ADDR, DEFAULT_RAM_SIZE
+
+RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+RUNTIME_FILES = ("crt0.S", "runtime.c", "runtime.h", "link.ld", "int64.c")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CACHE_DIR = PROJECT_ROOT / "build" / "cpu"
+COMPILERS = ("zig", "gcc", "clang")
+CC_ENV = "NETLIST2TF_CC"
+# Bump when the way commands are built changes in a way the hashed flags do not show.
+_CACHE_FORMAT = 1
+_TIMEOUT_S = 600
+
+
+class CompileError(Netlist2TFError):
+    """The C compiler rejected the program (the message carries its output), or it is missing."""
+
+
+class CompilerNotFoundError(CompileError):
+    """The selected compiler is not installed; the message says which package provides it."""
+
+
+def resolve_compiler(compiler: str | None = None) -> str:
+    """The compiler to use: the argument, else $NETLIST2TF_CC, else zig."""
+    name = compiler or os.environ.get(CC_ENV) or "zig"
+    name = name.strip().lower()
+    if name not in COMPILERS:
+        raise CompileError(f"unknown compiler {name!r} (from {'the argument' if compiler else '$' + CC_ENV}); "
+                           f"choose one of {', '.join(COMPILERS)}")
+    return name
+
+
+def compiler_available(compiler: str) -> bool:
+    """Whether ``compiler`` ('zig', 'gcc' or 'clang') is installed."""
+    try:
+        _check_installed(compiler)
+        return True
+    except CompilerNotFoundError:
+        return False
+
+
+def _check_installed(compiler: str) -> None:
+    if compiler == "zig":
+        if importlib.util.find_spec("ziglang") is None:
+            raise CompilerNotFoundError(
+                "the zig C compiler is not installed in this Python environment: "
+                "pip install ziglang (the pinned version is in pyproject.toml)")
+    elif compiler == "gcc":
+        if shutil.which("riscv64-unknown-elf-gcc") is None:
+            raise CompilerNotFoundError(
+                "riscv64-unknown-elf-gcc not found: install the Debian/Ubuntu package gcc-riscv64-unknown-elf "
+                "(apt-get install gcc-riscv64-unknown-elf)")
+    elif compiler == "clang":
+        missing = [tool for tool in ("clang", "ld.lld") if shutil.which(tool) is None]
+        if missing:
+            raise CompilerNotFoundError(
+                f"{' and '.join(missing)} not found: install the Debian/Ubuntu packages clang and lld "
+                "(apt-get install clang lld)")
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_version(compiler: str) -> str:
+    """A string that identifies the compiler's version (part of the cache key)."""
+    _check_installed(compiler)
+    if compiler == "zig":
+        return "zig " + importlib.metadata.version("ziglang")
+    exe = "riscv64-unknown-elf-gcc" if compiler == "gcc" else "clang"
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60).stdout
+    except OSError as e:
+        raise CompilerNotFoundError(f"cannot run {exe}: {e}") from None
+    version = out.strip().splitlines()[0] if out.strip() else "unknown"
+    if compiler == "clang":
+        lld = subprocess.run(["ld.lld", "--version"], capture_output=True, text=True, timeout=60).stdout
+        version += " / " + (lld.strip().splitlines()[0] if lld.strip() else "unknown")
+    return version
+
+
+def _check_ram_size(ram_size: int) -> None:
+    if not isinstance(ram_size, int) or ram_size < 4096 or ram_size % 4 or ram_size > CONSOLE_ADDR:
+        raise ValueError(f"ram_size must be a multiple of 4 between 4096 and {CONSOLE_ADDR:#x}, not {ram_size!r}")
+
+
+def linker_script(ram_size: int, cache_dir=None) -> Path:
+    """The linker script for ``ram_size`` bytes of RAM: runtime/link.ld with ``__ram_size`` set.
+    (zig's linker driver rejects ``--defsym``, so the size goes into a generated script.)"""
+    _check_ram_size(ram_size)
+    cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+    text = (f"/* generated by cpu/toolchain.py: runtime/link.ld for {ram_size} bytes of RAM */\n"
+            f"__ram_size = {ram_size:#x};\n" + (RUNTIME_DIR / "link.ld").read_text())
+    path = cache_dir / f"link-{hashlib.sha256(text.encode()).hexdigest()[:16]}.ld"
+    if not path.is_file() or path.read_text() != text:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".link-", suffix=".ld.tmp", dir=cache_dir)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return path
+
+
+def compile_command(compiler: str, ram_size: int = DEFAULT_RAM_SIZE, opt: str = "-O2", extra_flags=(),
+                    zba: bool = True, int64_helpers: bool | None = None,
+                    ld_script: str = "LINK.ld") -> tuple[list[str], list[str], list[str]]:
+    """(compiler driver argv, flags, runtime sources) for ``compiler``; the program's source, ``-o OUT``
+    and the trailing libraries are added by ``compile_c``. ``ld_script`` is the linker script's path
+    (a placeholder by default, as in the cache key)."""
+    if int64_helpers is None:
+        int64_helpers = compiler == "clang"
+    common = [
+        opt, "-ffreestanding", "-nostdlib",
+        "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-stack-protector",
+        "-ffunction-sections", "-fdata-sections", "-g0",
+        "-I", str(RUNTIME_DIR),
+        "-T", str(ld_script),
+        "-Wl,--gc-sections", "-Wl,--build-id=none",
+    ]
+    if compiler == "zig":
+        driver = [sys.executable, "-m", "ziglang", "cc"]
+        arch = ["-target", "riscv32-freestanding-none", "-mcpu=generic_rv32+m" + ("+zba" if zba else ""),
+                "-fno-sanitize=all", "-fno-PIC"]
+    elif compiler == "gcc":
+        driver = ["riscv64-unknown-elf-gcc"]
+        arch = ["-march=rv32im" + ("_zba" if zba else ""), "-mabi=ilp32", "-static", "-fno-pic"]
+    elif compiler == "clang":
+        driver = ["clang"]
+        arch = ["--target=riscv32", "-march=rv32im" + ("_zba" if zba else ""), "-mabi=ilp32", "-fuse-ld=lld",
+                "-static", "-fno-pic"]
+    else:
+        raise CompileError(f"unknown compiler {compiler!r}; choose one of {', '.join(COMPILERS)}")
+    sources = ["crt0.S", "runtime.c"] + (["int64.c"] if int64_helpers else [])
+    return driver, arch + common + list(extra_flags), sources
+
+
+def _libs(compiler: str, int64_helpers: bool) -> list[str]:
+    if int64_helpers:
+        return []
+    return {"zig": ["-rtlib=compiler-rt"], "gcc": ["-lgcc"], "clang": []}[compiler]
+
+
+def compile_c(source_path, out_elf=None, ram_size: int = DEFAULT_RAM_SIZE, compiler: str | None = None,
+              opt: str = "-O2", extra_flags=(), zba: bool = True, int64_helpers: bool | None = None,
+              cache_dir=None, use_cache: bool = True) -> Path:
+    """Compile the C program ``source_path`` (one .c file with ``int main(void)``, including
+    "runtime.h") with the runtime into an ELF for the machine; returns the ELF's path.
+
+    ``out_elf``: where to put the ELF (default: the cache file itself). ``ram_size``: the RAM the
+    program is linked for (the stack starts at its top). ``zba``: let the compiler use Zba.
+    ``int64_helpers``: link cpu/runtime/int64.c for 64-bit division etc. instead of the compiler's
+    own runtime library (default: only for clang, which has none for rv32).
+    Raises ``CompileError`` with the compiler's messages when it fails."""
+    source_path = Path(source_path)
+    _check_ram_size(ram_size)
+    compiler = resolve_compiler(compiler)
+    if int64_helpers is None:
+        int64_helpers = compiler == "clang"
+    try:
+        source = source_path.read_bytes()
+    except OSError as e:
+        raise CompileError(f"{source_path}: cannot read the C source: {e.strerror or e}") from None
+    version = compiler_version(compiler)
+    driver, flags, runtime_sources = compile_command(compiler, ram_size, opt, extra_flags, zba, int64_helpers)
+    libs = _libs(compiler, int64_helpers)
+
+    key = hashlib.sha256()
+    for part in (f"format {_CACHE_FORMAT}", version, compiler, f"ram {ram_size}", repr(flags),
+                 repr(runtime_sources), repr(libs)):
+        key.update(part.encode() + b"\0")
+    for name in RUNTIME_FILES:
+        key.update(name.encode() + b"\0" + (RUNTIME_DIR / name).read_bytes() + b"\0")
+    key.update(source)
+    digest = key.hexdigest()[:20]
+
+    cache_dir = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE_DIR
+    cached = cache_dir / f"{source_path.stem}-{compiler}-{digest}.elf"
+    if not (use_cache and cached.is_file()):
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{source_path.stem}-", suffix=".elf.tmp", dir=cache_dir)
+        os.close(fd)
+        try:
+            ld = linker_script(ram_size, cache_dir)
+            flags = compile_command(compiler, ram_size, opt, extra_flags, zba, int64_helpers, ld_script=str(ld))[1]
+            argv = (driver + flags + ["-o", tmp] + [str(RUNTIME_DIR / s) for s in runtime_sources]
+                    + [str(source_path)] + libs)
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S,
+                                      stdin=subprocess.DEVNULL)
+            except OSError as e:
+                raise CompilerNotFoundError(f"cannot run the {compiler} compiler ({argv[0]}): {e}") from None
+            except subprocess.TimeoutExpired:
+                raise CompileError(f"{compiler} took longer than {_TIMEOUT_S} s compiling {source_path}") from None
+            if proc.returncode != 0 or not os.path.getsize(tmp):
+                output = (proc.stderr + proc.stdout).strip()
+                raise CompileError(f"{compiler} failed to compile {source_path} (exit status {proc.returncode}):\n"
+                                   f"{output}")
+            os.replace(tmp, cached)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    if out_elf is None:
+        return cached
+    out_elf = Path(out_elf)
+    if out_elf.resolve() != cached.resolve():
+        out_elf.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cached, out_elf)
+    return out_elf

@@ -1,0 +1,103 @@
+"""The ``cpu`` command line: output, exit statuses, trace files, pluggable engines."""
+
+import subprocess
+import sys
+
+from cpu import cli
+from cpu.machine import Halt, RunResult
+from cpu.programs import PROGRAMS_BY_NAME
+
+SIEVE = PROGRAMS_BY_NAME["sieve"]
+
+
+def test_run_c_program(capsysbinary):
+    status = cli.main(["run", str(SIEVE.path)])
+    out, err = capsysbinary.readouterr()
+    assert status == SIEVE.expected_exit == 47
+    assert out == SIEVE.expected_output
+    assert b"instructions/s" in err and b"exit code 47" in err
+
+
+def test_run_elf_and_trace(tmp_path, capsysbinary):
+    from cpu.toolchain import compile_c
+    elf = compile_c(PROGRAMS_BY_NAME["hello"].path, out_elf=tmp_path / "hello.elf")
+    trace = tmp_path / "trace.txt"
+    assert cli.main(["run", str(elf), "--trace", str(trace)]) == 0
+    out, err = capsysbinary.readouterr()
+    assert out == PROGRAMS_BY_NAME["hello"].expected_output
+    lines = trace.read_text().splitlines()
+    count = int(err.decode().split("unicorn: ")[1].split(" instructions")[0])
+    assert len(lines) == count > 1000
+    assert lines[0].startswith("pc=00000000 insn=")
+
+
+def _write(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text('#include "runtime.h"\n' + body)
+    return path
+
+
+def test_trap_status(tmp_path, capsys):
+    src = _write(tmp_path, "fault.c", "int main(void) { volatile int *p = (int *)0x20000; return *p; }\n")
+    assert cli.main(["run", str(src)]) == cli.EXIT_TRAP == 3
+    assert "load access fault" in capsys.readouterr().err
+    src = _write(tmp_path, "illegal.c", 'int main(void) { __asm__ volatile(".word 0"); return 0; }\n')
+    assert cli.main(["run", str(src)]) == 3
+    assert "illegal instruction" in capsys.readouterr().err
+
+
+def test_step_limit_status(capsys):
+    assert cli.main(["run", str(SIEVE.path), "--max-steps", "100"]) == cli.EXIT_STEP_LIMIT == 4
+    assert "step limit" in capsys.readouterr().err
+
+
+def test_ebreak_and_exit_codes(tmp_path, capsys):
+    src = _write(tmp_path, "brk.c", "int main(void) { ebreak(5); }\n")
+    assert cli.main(["run", str(src)]) == 5
+    assert "ebreak" in capsys.readouterr().err
+    src = _write(tmp_path, "big.c", "int main(void) { exit(0x1234); }\n")
+    assert cli.main(["run", str(src)]) == 0x34
+
+
+def test_input_errors(tmp_path, capsys):
+    assert cli.main(["run", str(tmp_path / "missing.c")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    bad = tmp_path / "bad.elf"
+    bad.write_bytes(b"not an elf at all")
+    assert cli.main(["run", str(bad)]) == 2
+    assert "not an ELF" in capsys.readouterr().err
+    src = _write(tmp_path, "syntax.c", "int main(void) { return 1 +; }\n")
+    assert cli.main(["run", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cpu: error:") and "syntax.c" in err and "error" in err
+    assert cli.main(["run", str(SIEVE.path), "--engine", "nope"]) == 2
+    assert "unknown engine" in capsys.readouterr().err
+
+
+def test_pluggable_engine(monkeypatch, capsysbinary):
+    calls = []
+
+    def fake(image, ram_size, max_steps, trace):
+        calls.append((image.entry, ram_size, max_steps, trace))
+        return RunResult(console=b"fake\n", halt=Halt(Halt.EXIT, 0, exit_code=7), instructions=1, cycles=3,
+                         seconds=0.5)
+    monkeypatch.setitem(cli.ENGINES, "fake", fake)
+    assert cli.main(["run", str(SIEVE.path), "--engine", "fake", "--max-steps", "99", "--ram-size", "65536"]) == 7
+    out, err = capsysbinary.readouterr()
+    assert out == b"fake\n" and b"3 cycles" in err
+    assert calls == [(0, 65536, 99, False)]
+
+
+def test_check_and_programs(capsys):
+    assert cli.main(["check", "hello", "crc32"]) == 0
+    out = capsys.readouterr().out
+    assert "2/2 programs passed" in out
+    assert cli.main(["programs"]) == 0
+    assert "tokenizer" in capsys.readouterr().out
+
+
+def test_console_script_entry_point():
+    proc = subprocess.run([sys.executable, "-c", "import sys; from cpu.cli import main; sys.exit(main())",
+                           "run", str(PROGRAMS_BY_NAME["crc32"].path)], capture_output=True, timeout=120)
+    assert proc.returncode == PROGRAMS_BY_NAME["crc32"].expected_exit
+    assert proc.stdout == PROGRAMS_BY_NAME["crc32"].expected_output
