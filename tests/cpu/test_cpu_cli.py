@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from cpu import cli
 from cpu.machine import Halt, RunResult
 from cpu.programs import PROGRAMS_BY_NAME
@@ -10,8 +12,12 @@ from cpu.programs import PROGRAMS_BY_NAME
 SIEVE = PROGRAMS_BY_NAME["sieve"]
 
 
-def test_run_c_program(capsysbinary):
-    status = cli.main(["run", str(SIEVE.path)])
+ENGINES = pytest.mark.parametrize("engine", ["unicorn", "netlist"])
+
+
+@ENGINES
+def test_run_c_program(capsysbinary, engine):
+    status = cli.main(["run", str(SIEVE.path), "--engine", engine])
     out, err = capsysbinary.readouterr()
     assert status == SIEVE.expected_exit == 47
     assert out == SIEVE.expected_output
@@ -37,26 +43,33 @@ def _write(tmp_path, name, body):
     return path
 
 
-def test_trap_status(tmp_path, capsys):
+@ENGINES
+def test_trap_status(tmp_path, capsys, engine):
     src = _write(tmp_path, "fault.c", "int main(void) { volatile int *p = (int *)0x20000; return *p; }\n")
-    assert cli.main(["run", str(src)]) == cli.EXIT_TRAP == 3
-    assert "load access fault" in capsys.readouterr().err
+    assert cli.main(["run", str(src), "--engine", engine]) == cli.EXIT_TRAP == 3
+    assert "trap: load access fault at pc 0x" in capsys.readouterr().err
     src = _write(tmp_path, "illegal.c", 'int main(void) { __asm__ volatile(".word 0"); return 0; }\n')
-    assert cli.main(["run", str(src)]) == 3
-    assert "illegal instruction" in capsys.readouterr().err
+    assert cli.main(["run", str(src), "--engine", engine]) == 3
+    assert "trap: illegal instruction at pc 0x" in capsys.readouterr().err
+    src = _write(tmp_path, "misaligned.c", "int main(void) { static int b[2]; int x; "
+                 '__asm__ volatile("lw %0, 1(%1)" : "=r"(x) : "r"(b)); return x; }\n')
+    assert cli.main(["run", str(src), "--engine", engine]) == 3
+    assert "trap: load address misaligned at pc 0x" in capsys.readouterr().err
 
 
-def test_step_limit_status(capsys):
-    assert cli.main(["run", str(SIEVE.path), "--max-steps", "100"]) == cli.EXIT_STEP_LIMIT == 4
-    assert "step limit" in capsys.readouterr().err
+@ENGINES
+def test_step_limit_status(capsys, engine):
+    assert cli.main(["run", str(SIEVE.path), "--max-steps", "100", "--engine", engine]) == cli.EXIT_STEP_LIMIT == 4
+    assert "stopped after the step limit" in capsys.readouterr().err
 
 
-def test_ebreak_and_exit_codes(tmp_path, capsys):
+@ENGINES
+def test_ebreak_and_exit_codes(tmp_path, capsys, engine):
     src = _write(tmp_path, "brk.c", "int main(void) { ebreak(5); }\n")
-    assert cli.main(["run", str(src)]) == 5
+    assert cli.main(["run", str(src), "--engine", engine]) == 5
     assert "ebreak" in capsys.readouterr().err
     src = _write(tmp_path, "big.c", "int main(void) { exit(0x1234); }\n")
-    assert cli.main(["run", str(src)]) == 0x34
+    assert cli.main(["run", str(src), "--engine", engine]) == 0x34
 
 
 def test_input_errors(tmp_path, capsys):
