@@ -1,0 +1,109 @@
+"""FFN threshold logic: a Qwen3.5 SwiGLU MLP as a layer of exact ReLU threshold neurons.
+
+``mlp(x) = down(silu(gate(x)) * up(x))``. For neuron j the compiler sets
+
+    gate_j(x) = K * (sum_i w_ji * x_i + c_j * x_one)      (integer w, c; K = 128)
+    up_j(x)   = x_one / K
+
+so on an active position (``x_one == 1``, bits exact 0/1) ``silu(gate_j) * up_j == silu(K*m)/K ==
+relu(m)`` EXACTLY for the integer pre-activation m: for m >= 1, ``sigmoid(128*m)`` rounds to 1.0 in
+float32 (exp(-128) underflows), for m <= -1, ``sigmoid(-128*m)`` is 0 (exp(128) overflows to inf), and
+silu(0) == 0 (K = 32 is not enough: silu(-32) = -4e-13). ``down`` adds integer multiples of the relu
+outputs to the residual. In bfloat16 the products K*m are exact while |m| <= 256 (8 significant bits);
+``configure_mlp`` checks every neuron's range for the dtype asked. On a position with ``x_one == 0``
+(a text token) ``up`` is 0, so the MLP adds exactly nothing.
+
+Building blocks return ``Neuron`` lists:
+
+* ``threshold_gate``: b = [sum w_i x_i >= theta] written to a pair as (+b, -b): two neurons
+  (relu(m) - relu(m - 1) with m = sum - theta + 1), one when the sum cannot exceed theta;
+* ``boolean_function``: any k-input function as one neuron per true minterm (each is 1 exactly on
+  its input pattern and <= 0 elsewhere, so they sum to the function).
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import Netlist2TFError
+
+K = 128
+BF16_LIMIT = 256          # |pre-activation| bound for exact bfloat16 gates
+FP32_LIMIT = 1 << 16      # K * m stays below 2**23: exact float32 integers
+
+
+@dataclass(frozen=True, slots=True)
+class Neuron:
+    """relu(sum(w * x[ch] for ch, w in inputs) + bias), added to the residual as
+    ``x[ch] += w * relu(...)`` for ``outputs``. Inputs are bit channels (0 or 1)."""
+    inputs: tuple[tuple[int, int], ...]
+    bias: int
+    outputs: tuple[tuple[int, int], ...]
+
+    def preactivation_range(self) -> tuple[int, int]:
+        """Smallest and largest pre-activation over all 0/1 inputs."""
+        lo = self.bias + sum(w for _, w in self.inputs if w < 0)
+        hi = self.bias + sum(w for _, w in self.inputs if w > 0)
+        return lo, hi
+
+
+def threshold_gate(inputs, theta: int, out_pair: tuple[int, int]) -> list[Neuron]:
+    """Neurons writing b = [sum(w * x) >= theta] to ``out_pair`` as (+b, -b)."""
+    inputs = tuple((int(c), int(w)) for c, w in inputs)
+    plus, minus = out_pair
+    outs = ((plus, 1), (minus, -1))
+    first = Neuron(inputs, 1 - theta, outs)            # relu(m), m = sum - theta + 1
+    lo, hi = first.preactivation_range()
+    if hi <= 0:                                       # never true: write nothing
+        return []
+    if lo >= 1:                                       # always true: relu(m) - relu(m - 1) == 1
+        return [Neuron((), 1, outs)]
+    if hi == 1:                                       # relu(m) is already the bit
+        return [first]
+    return [first, Neuron(inputs, -theta, ((plus, -1), (minus, 1)))]
+
+
+def boolean_function(input_pairs, truth_table: int, out_pair: tuple[int, int]) -> list[Neuron]:
+    """Neurons computing f(bits) for ``input_pairs`` [(b channel, 1-b channel), ...] where bit j of
+    ``truth_table`` is f at the input pattern j (input 0 = least significant)."""
+    k = len(input_pairs)
+    if truth_table >> (1 << k):
+        raise ValueError(f"truth table {truth_table:#x} has more than 2**{k} entries")
+    neurons = []
+    for pattern in range(1 << k):
+        if (truth_table >> pattern) & 1:
+            # sum of the literals that must be 1 is k exactly on this pattern; bias -(k - 1).
+            ins = tuple((pair[0] if (pattern >> j) & 1 else pair[1], 1) for j, pair in enumerate(input_pairs))
+            neurons.append(Neuron(ins, -(k - 1), ((out_pair[0], 1), (out_pair[1], -1))))
+    return neurons
+
+
+def configure_mlp(mlp, neurons, one: int, dtype=torch.float32, first: int = 0) -> int:
+    """Write ``neurons`` into rows ``first``.. of a ``Qwen3_5MLP``; zero the rest of those rows.
+
+    Returns the next free row. Raises Netlist2TFError when the neurons do not fit in the MLP's
+    intermediate size or a pre-activation leaves the range that is exact in ``dtype``.
+    """
+    n = len(neurons)
+    size = mlp.gate_proj.weight.shape[0]
+    if first + n > size:
+        raise Netlist2TFError(f"{first + n} FFN neurons needed but the layer has {size} "
+                              f"(intermediate_size); raise it or spread the logic over more layers")
+    limit = BF16_LIMIT if dtype == torch.bfloat16 else FP32_LIMIT
+    with torch.no_grad():
+        gate, up, down = mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight
+        for j, neuron in enumerate(neurons, start=first):
+            lo, hi = neuron.preactivation_range()
+            if max(-lo, hi) > limit:
+                raise Netlist2TFError(f"neuron {j}: pre-activation range [{lo}, {hi}] is not exact in "
+                                      f"{dtype} (limit {limit}); split the gate")
+            gate[j].zero_()
+            up[j].zero_()
+            down[:, j].zero_()
+            for ch, w in neuron.inputs:
+                gate[j, ch] += K * w
+            gate[j, one] += K * neuron.bias
+            up[j, one] = 1.0 / K
+            for ch, w in neuron.outputs:
+                down[ch, j] += w
+    return first + n

@@ -1,0 +1,107 @@
+"""The residual-stream layout that makes every decoder RMSNorm an exact identity.
+
+Qwen3.5's decoder RMSNorm computes ``x * rsqrt(mean(x**2) + 1e-6) * (1 + w)`` in float32 over the
+whole hidden vector. The compiled model keeps ``mean(x**2)`` at exactly ``SCALE**2`` (64) on every
+active position, so the norm multiplies by exactly ``1/SCALE`` and a norm weight of ``SCALE - 1``
+(7) makes it the identity, in float32 and bfloat16 alike (DESIGN.md 2d):
+
+* channel ``one`` holds the constant 1 (it also carries every neuron's bias and gates every gadget:
+  on a position where it is 0, e.g. a text token of a merged model, the gadgets add nothing);
+* every bit lives in a *pair* of channels ``(b, 1 - b)``, whose squares always sum to 1, whatever b
+  is. A gadget's output pair starts at ``(0, 1)`` (the embedding puts it there) and the gadget adds
+  ``(+b, -b)``; so writing a bit never changes ``sum(x**2)``;
+* a few *anchor* channels hold integer constants (< 128, exact in bfloat16) chosen so that
+  ``sum(x**2) == SCALE**2 * hidden_size`` exactly (all partial sums are integers < 2**24, exact in
+  float32; the mean is then exactly 64, 64 + 1e-6 rounds back to 64 in float32, and rsqrt(64) is 1/8).
+
+Free channels are 0. The same layout holds on every trace position of every layer, which is what the
+verifier checks.
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import Netlist2TFError
+
+SCALE = 8                  # rsqrt(mean(x**2)) == 1/SCALE
+NORM_WEIGHT = SCALE - 1    # the decoder RMSNorm multiplies by (1 + weight)
+ANCHOR_MAX = 127
+
+
+def _four_squares(n: int) -> tuple[int, ...]:
+    """Integers a_i <= ANCHOR_MAX, at most four, with sum(a_i**2) == n (n < 4 * 128**2)."""
+    limit = min(ANCHOR_MAX, int(n ** 0.5))
+    for a in range(limit, -1, -1):
+        r1 = n - a * a
+        for b in range(min(a, int(r1 ** 0.5)), -1, -1):
+            r2 = r1 - b * b
+            for c in range(min(b, int(r2 ** 0.5)), -1, -1):
+                r3 = r2 - c * c
+                d = int(round(r3 ** 0.5))
+                if d <= c and d * d == r3:
+                    return tuple(v for v in (a, b, c, d) if v)
+    raise AssertionError(f"{n} is not a sum of four squares below {ANCHOR_MAX + 1}")  # Lagrange
+
+
+@dataclass(frozen=True, slots=True)
+class ResidualLayout:
+    """Channel assignment of the residual stream: ``one``, ``n_pairs`` bit pairs from
+    ``first_pair``, then the anchors. ``pair(i)`` gives pair i's (b, 1-b) channel indices."""
+    hidden_size: int
+    n_pairs: int
+    one: int
+    first_pair: int
+    anchors: tuple[tuple[int, int], ...]    # (channel, value)
+
+    @staticmethod
+    def build(hidden_size: int, n_pairs: int) -> "ResidualLayout":
+        """A layout with ``n_pairs`` bit pairs in ``hidden_size`` channels.
+
+        Raises Netlist2TFError if the pairs, the constant and the anchors do not fit.
+        """
+        remainder = SCALE * SCALE * hidden_size - n_pairs - 1
+        anchors = []
+        while remainder >= 4 * (ANCHOR_MAX + 1) ** 2:
+            anchors.append(ANCHOR_MAX)
+            remainder -= ANCHOR_MAX * ANCHOR_MAX
+        anchors += _four_squares(remainder)
+        used = 1 + 2 * n_pairs + len(anchors)
+        if remainder < 0 or used > hidden_size:
+            raise Netlist2TFError(
+                f"{n_pairs} bit pairs need {used} residual channels with the constant and "
+                f"{len(anchors)} anchors, but the hidden size is {hidden_size}; raise the hidden size "
+                f"to at least {used} (or reuse channels of dead signals)")
+        first_anchor = 1 + 2 * n_pairs
+        return ResidualLayout(hidden_size, n_pairs, 0, 1,
+                              tuple((first_anchor + k, v) for k, v in enumerate(anchors)))
+
+    def pair(self, i: int) -> tuple[int, int]:
+        if not 0 <= i < self.n_pairs:
+            raise IndexError(f"pair {i} outside the layout's {self.n_pairs} pairs")
+        return self.first_pair + 2 * i, self.first_pair + 2 * i + 1
+
+    def initial(self, bits=None, dtype=torch.float32) -> torch.Tensor:
+        """The residual vector of an active position: constant, anchors, every pair (0, 1), except
+        the pairs given in ``bits`` ({pair index: bit}), which hold (b, 1 - b)."""
+        x = torch.zeros(self.hidden_size, dtype=torch.float32)
+        x[self.one] = 1.0
+        for ch, v in self.anchors:
+            x[ch] = float(v)
+        for i in range(self.n_pairs):
+            x[self.pair(i)[1]] = 1.0
+        for i, b in (bits or {}).items():
+            hi, lo = self.pair(i)
+            x[hi], x[lo] = float(b), float(1 - b)
+        return x.to(dtype)
+
+    def read_bits(self, x: torch.Tensor, pairs) -> list[int]:
+        """The bits of ``pairs`` in the residual vector ``x``; raises Netlist2TFError if a pair is not
+        exactly (0, 1) or (1, 0) (an inexact or broken computation)."""
+        out = []
+        for i in pairs:
+            hi, lo = (float(x[c]) for c in self.pair(i))
+            if (hi, lo) not in ((0.0, 1.0), (1.0, 0.0)):
+                raise Netlist2TFError(f"residual pair {i} holds ({hi!r}, {lo!r}), not a bit")
+            out.append(int(hi))
+        return out
