@@ -19,7 +19,7 @@ name, then hidden names), so the same JSON always gives the same IR and the same
 import dataclasses
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .errors import NetlistFormatError
 
@@ -195,7 +195,6 @@ class Netlist:
     registers: tuple[Register, ...]
     memories: tuple[Memory, ...]
     signals: tuple[NamedSignal, ...]
-    drivers_checked: bool = field(default=False, compare=False)
 
     @property
     def inputs(self) -> tuple[Port, ...]:

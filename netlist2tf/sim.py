@@ -206,7 +206,6 @@ class _Codegen:
         self.inputs = [p for p in netlist.inputs if not (set(p.bits) & clock_nets)]
         self.state_names: list[str] = []                # R[i] holds register/sync-read i
         self.state_init: list[int] = []
-        self.state_width: list[int] = []
 
     # -- signals ---------------------------------------------------------------------------------
     def new_word(self, sig, var: str):
@@ -443,7 +442,6 @@ class _Codegen:
             k = len(self.state_names)
             self.state_names.append(f"reg:{r.name}")
             self.state_init.append(r.init)
-            self.state_width.append(r.width)
             L.append(f"    s{k} = R[{k}]")
             self.new_word(r.q, f"s{k}")
             if r.arst is not None:
@@ -456,7 +454,6 @@ class _Codegen:
                     k = len(self.state_names)
                     self.state_names.append(f"memrd:{m.name}:{pi}")
                     self.state_init.append(rp.init_value)
-                    self.state_width.append(m.width)
                     L.append(f"    s{k} = R[{k}]")
                     self.new_word(rp.data, f"s{k}")
                     sync_reads.append((k, mi, m, rp))
@@ -840,12 +837,6 @@ class Simulator:
             return {p.name: int(v) for p, v in zip(ports, vals)}
         return {p.name: np.broadcast_to(v, (self.batch,)).copy() for p, v in zip(ports, vals)}
 
-    def input_values(self) -> dict:
-        """The inputs as they stand (what the next cycle will use unless changed)."""
-        if self.mode == "scalar":
-            return {p.name: int(v) for p, v in zip(self.input_ports, self._inputs)}
-        return {p.name: np.asarray(v).copy() for p, v in zip(self.input_ports, self._inputs)}
-
     def state(self) -> dict:
         """Current register and synchronous-read values, keyed ``reg:NAME``/``memrd:MEM:I``,
         and memory contents keyed ``mem:NAME`` (lane 0 for batches)."""
@@ -907,9 +898,3 @@ class Simulator:
                 arr = np.stack([np.broadcast_to(np.asarray(v, dtype=dtype), (self.batch,)) for v in vals])
             out[name] = arr
         return out
-
-
-def simulate(netlist: Netlist, cycles: int, stimulus: Stimulus | None = None, batch: int = 1,
-             vcd=None) -> Trace:
-    """Convenience: a fresh ``Simulator`` run for ``cycles`` cycles; returns its Trace."""
-    return Simulator(netlist, batch).run(cycles, stimulus, vcd=vcd)
