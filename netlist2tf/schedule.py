@@ -1,0 +1,211 @@
+"""The scheduler: place every cell, register and memory read of a netlist on the target's layers.
+
+Levels (see docs/COMPILER.md 1): the *level* of a net is the first layer whose FFN can read it.
+
+* design inputs, register outputs and synchronous memory read data: level 0 (their state is read by
+  layer 0's mixer, before layer 0's FFN);
+* an asynchronous memory read whose address has level a is done by the mixer of the first DeltaNet
+  layer >= a; its data then has that layer's level;
+* a combinational cell whose inputs have at most level l is computed by layer l's FFN; its outputs have
+  level l + 1.
+
+The last layer's FFN selects which state/output chunk the next token carries, so every design output
+and every register input must have level <= layers - 1. Each output bit of a cell becomes FFN neurons
+through its truth table (``logic.cell_bit_functions``): the cheaper of one neuron per true minterm and
+one constant neuron plus one per false minterm.
+
+The result, a ``Schedule``, is data with a one-line-per-slot ``dump()`` and a separate ``verify``.
+"""
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from . import nodes as N
+from .errors import Netlist2TFError
+from .graph import find_drivers, netlist_graph
+from .ir import CONST0, CONST1, CONSTX, Netlist
+from .logic import BitFunction, cell_bit_functions
+from .target import LINEAR, Target
+from .validate import check_netlist
+
+
+class ScheduleError(Netlist2TFError):
+    """The design does not fit the target; the message names the critical path and the numbers."""
+
+
+def neuron_cost(f: BitFunction) -> int:
+    """FFN neurons for one output bit: true minterms, or 1 + false minterms if that is fewer."""
+    ones = f.minterms
+    zeros = (1 << len(f.support)) - ones
+    return min(ones, 1 + zeros)
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Where everything goes. ``level[net]`` as defined above; ``cell_layer[cell]`` the FFN layer of
+    a cell; ``read_layer[(memory, port)]`` the mixer layer of an asynchronous memory read;
+    ``functions[cell]`` the cell's bit functions; ``neurons[layer]`` FFN neurons used per layer;
+    ``critical_path`` the chain of (node, level) that reaches the deepest required bit."""
+    target: Target
+    level: dict
+    cell_layer: dict
+    read_layer: dict
+    functions: dict
+    neurons: tuple
+    critical_path: tuple
+    depth: int
+
+    def dump(self, netlist: Netlist) -> str:
+        """One line per slot, by layer: ``L3 ffn[12] <- $and (src)`` / ``L1 mix <- read mem.0``."""
+        lines = [f"schedule: {self.depth} levels on {self.target.num_layers} layers; FFN neurons per "
+                 f"layer {list(self.neurons)}"]
+        by_layer: dict = {}
+        for (mem, port), layer in self.read_layer.items():
+            by_layer.setdefault(layer, []).append(f"L{layer} mix <- read {mem} port {port}")
+        cells = {c.name: c for c in netlist.cells}
+        offsets = [0] * self.target.num_layers
+        for name in sorted(self.cell_layer, key=lambda n: (self.cell_layer[n], n)):
+            layer = self.cell_layer[name]
+            cost = sum(neuron_cost(f) for f in self.functions[name])
+            c = cells[name]
+            by_layer.setdefault(layer, []).append(
+                f"L{layer} ffn[{offsets[layer]}:{offsets[layer] + cost}] <- {c.type} {name}"
+                + (f" @ {c.src}" if c.src else ""))
+            offsets[layer] += cost
+        for layer in sorted(by_layer):
+            lines += by_layer[layer]
+        return "\n".join(lines) + "\n"
+
+
+def _required_nets(netlist: Netlist) -> list[tuple[int, str]]:
+    """Nets that must be ready for the last layer: outputs, register inputs/controls, memory ports."""
+    req = []
+    for p in netlist.outputs:
+        req += [(n, f"output {p.name}") for n in p.bits]
+    for r in netlist.registers:
+        ctl = tuple(n for n in (r.enable, r.srst, r.arst) if n is not None)
+        req += [(n, f"register {netlist.sig_str(r.q)}") for n in r.d + ctl]
+    for m in netlist.memories:
+        for i, wp in enumerate(m.write_ports):
+            req += [(n, f"memory {m.name} write port {i}") for n in wp.addr + wp.data + wp.enable]
+        for i, rp in enumerate(m.read_ports):
+            if rp.clocked:
+                req += [(n, f"memory {m.name} read port {i}") for n in rp.addr + (rp.enable, rp.srst)]
+    return [(n, what) for n, what in req if n not in (CONST0, CONST1, CONSTX)]
+
+
+def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
+    """Levelise ``netlist`` onto ``target``. Raises ScheduleError (too deep / too wide, with the
+    critical path and the numbers) or UnsupportedDesignError (a cell too wide for FFN neurons)."""
+    check_netlist(netlist)
+    g = netlist_graph(netlist)
+    drivers = find_drivers(netlist)
+    L = target.num_layers
+    level: dict[int, int] = {}
+    why: dict[int, tuple] = {}        # net -> (node id, predecessor net or None)
+
+    def net_level(n):
+        return 0 if n in (CONST0, CONST1, CONSTX) or n not in drivers.of else level[n]
+
+    for node, data in g.nodes(data=True):
+        if data[N.KIND] in (N.NODE_INPUT, N.NODE_REGISTER) or (
+                data[N.KIND] == N.NODE_MEMORY_READ and not data[N.COMBINATIONAL]):
+            obj = data[N.OBJ]
+            sig = (obj.bits if data[N.KIND] == N.NODE_INPUT else obj.q if data[N.KIND] == N.NODE_REGISTER
+                   else obj[0].read_ports[obj[1]].data)
+            for n in sig:
+                level[n] = 0
+                why[n] = (node, None)
+
+    cell_layer, read_layer, functions = {}, {}, {}
+    comb = g.subgraph(n for n, d in g.nodes(data=True) if d.get(N.COMBINATIONAL))
+    for node in nx.lexicographical_topological_sort(comb):
+        data = g.nodes[node]
+        if data[N.KIND] == N.NODE_CELL:
+            cell = data[N.OBJ]
+            fns = cell_bit_functions(cell, max_inputs)
+            functions[cell.name] = fns
+            layer = 0
+            for f in fns:
+                deepest = max(f.support, key=net_level, default=None)
+                lvl = net_level(deepest) if deepest is not None else 0
+                layer = max(layer, lvl)
+            cell_layer[cell.name] = layer
+            for f in fns:
+                deepest = max(f.support, key=net_level, default=None)
+                level[f.out] = layer + 1
+                why[f.out] = (node, deepest)
+        else:  # asynchronous memory read
+            mem, port = data[N.OBJ]
+            rp = mem.read_ports[port]
+            a = max((net_level(n) for n in rp.addr), default=0)
+            deepest = max(rp.addr, key=net_level)
+            layer = next((i for i in range(a, L) if target.layer_types[i] == LINEAR), None)
+            if layer is None:
+                layer = a if a >= L else L     # no DeltaNet layer left: reported below as too deep
+            read_layer[(mem.name, port)] = layer
+            for n in rp.data:
+                level[n] = layer
+                why[n] = (node, deepest)
+
+    required = _required_nets(netlist)
+    depth = max((net_level(n) for n, _ in required), default=0)
+    # Critical path: follow the deepest predecessor from the deepest required net.
+    path = []
+    if required:
+        n, what = max(required, key=lambda t: (net_level(t[0]), t[1]))
+        path.append((what, net_level(n)))
+        while n in why:
+            node, prev = why[n]
+            src = g.nodes[node][N.SRC]
+            path.append((f"{node} -> {netlist.nets[n]}" + (f" @ {src}" if src else ""), net_level(n)))
+            if prev is None:
+                break
+            n = prev
+    path = tuple(reversed(path))
+
+    neurons = [0] * max(L, 1)
+    for name, layer in cell_layer.items():
+        if layer < L:
+            neurons[layer] += sum(neuron_cost(f) for f in functions[name])
+    problems = []
+    if depth > L - 1:
+        chain = "\n    ".join(f"level {lvl}: {what}" for what, lvl in path)
+        problems.append(f"the logic is {depth} levels deep but {L} layers allow {L - 1} (the last "
+                        f"layer's FFN selects the token to emit); critical path:\n    {chain}\n"
+                        f"  use --layers {depth + 1} or shorten this path (pipeline it, or use wider "
+                        f"cells: --flow word/lut)")
+    for layer, count in enumerate(neurons):
+        if count > target.intermediate_size:
+            problems.append(f"layer {layer} needs {count} FFN neurons, the target has "
+                            f"{target.intermediate_size} (intermediate_size)")
+    if problems:
+        raise ScheduleError(f"{netlist.top} does not fit the target {target.name}:\n  - "
+                            + "\n  - ".join(problems))
+    return Schedule(target, level, cell_layer, read_layer, functions, tuple(neurons), path, depth)
+
+
+def verify(netlist: Netlist, sched: Schedule) -> list[str]:
+    """Check a schedule without changing it; returns the violations (empty when consistent)."""
+    bad = []
+    L = sched.target.num_layers
+    for c in netlist.cells:
+        layer = sched.cell_layer.get(c.name)
+        if layer is None:
+            bad.append(f"cell {c.name} is not scheduled")
+            continue
+        for f in sched.functions[c.name]:
+            for n in f.support:
+                if sched.level.get(n, 0) > layer:
+                    bad.append(f"cell {c.name} in layer {layer} reads net {netlist.nets[n]} of level "
+                               f"{sched.level[n]}")
+            if sched.level.get(f.out) != layer + 1:
+                bad.append(f"cell {c.name}: output {netlist.nets[f.out]} should have level {layer + 1}")
+    for (mem, port), layer in sched.read_layer.items():
+        if layer >= L or sched.target.layer_types[layer] != LINEAR:
+            bad.append(f"memory {mem} read port {port} in layer {layer}, which is not a DeltaNet layer")
+    for n, what in _required_nets(netlist):
+        if sched.level.get(n, 0) > L - 1:
+            bad.append(f"{what} is ready only at level {sched.level[n]}")
+    return bad

@@ -1,0 +1,87 @@
+"""The scheduler: levels of small designs checked by hand, the verifier catching a broken schedule,
+truth tables of cells against hand-written ones, and the too-deep / too-wide errors."""
+
+import dataclasses
+import re
+import textwrap
+
+import pytest
+
+from netlist2tf.frontend import synthesize
+from netlist2tf.ir import parse_netlist
+from netlist2tf.logic import cell_bit_functions
+from netlist2tf.schedule import ScheduleError, neuron_cost, schedule, verify
+from netlist2tf.target import Target
+
+CHAIN = """
+module top(input clk, input a, input b, input c, input d, output y, output z);
+  // y = ((a & b) ^ c) | d : three gates in a chain; z is registered a ^ b
+  wire ab = a & b;
+  wire abc = ab ^ c;
+  assign y = abc | d;
+  reg r = 0;
+  always @(posedge clk) r <= a ^ b;
+  assign z = r;
+endmodule
+"""
+
+
+def _netlist(tmp_path, text, flow, build_dir):
+    path = tmp_path / "chain.v"
+    path.write_text(textwrap.dedent(text))
+    return parse_netlist(synthesize(str(path), flow, build_dir).json_text)
+
+
+def test_gate_chain_levels(tmp_path, build_dir):
+    # abc maps it to:
+    #   a ─┐
+    #   b ─$_NAND_─ n7 ─$_XNOR_─ n9 ─$_OR_─ y      levels: a..d 0, n7 1, n9 2, y 3
+    #            c ───────┘       d ───┘          (z comes from a register, whose D is a ^ b)
+    nl = _netlist(tmp_path, CHAIN, "gate", build_dir)
+    s = schedule(nl, Target.standalone(layers=11))
+    names = {str(nl.nets[f.out]): f for fs in s.functions.values() for f in fs}
+    assert s.level[names["y"].out] == 3 and s.depth == 3
+    assert sorted(s.cell_layer.values()) == [0, 0, 1, 2]          # the register's XOR is in layer 0
+    # NAND: 1 + 1 false minterm = 2; XOR: 2 true; XNOR: 2 true; OR: 1 + 1 false = 2
+    assert s.neurons[:3] == (2 + 2, 2, 2)
+    assert verify(nl, s) == []
+    broken = dataclasses.replace(s, cell_layer={k: 0 for k in s.cell_layer})
+    assert any("reads net" in v for v in verify(nl, broken))
+
+
+def test_too_deep_names_the_path(tmp_path, build_dir):
+    nl = _netlist(tmp_path, CHAIN, "gate", build_dir)
+    with pytest.raises(ScheduleError) as info:
+        schedule(nl, Target.standalone(layers=3))
+    msg = str(info.value)
+    assert "the logic is 3 levels deep but 3 layers allow 2" in msg
+    assert re.search(r"level 0: in:[abc]", msg) and "level 3: output y" in msg
+    assert "use --layers 4" in msg
+
+
+def test_too_wide(build_dir):
+    nl = parse_netlist(synthesize("hdl.examples.lfsr:LFSR", "lut", build_dir).json_text)
+    with pytest.raises(ScheduleError, match=r"layer 0 needs \d+ FFN neurons, the target has 10 "
+                                            r"\(intermediate_size\)"):
+        schedule(nl, Target.standalone(layers=11, intermediate_size=10))
+
+
+@pytest.mark.parametrize("design, depth", [
+    ("hdl.examples.counter:Counter", 3), ("hdl.examples.lfsr:LFSR", 3), ("hdl.examples.fifo:FIFO", 7),
+    ("hdl.examples.regfile:RegisterFile", 1), ("hdl.examples.multiplier:PipelinedMultiplier", 8)])
+def test_examples_fit_eleven_layers(design, depth, build_dir):
+    nl = parse_netlist(synthesize(design, "lut", build_dir).json_text)
+    s = schedule(nl, Target.standalone())
+    assert s.depth == depth and verify(nl, s) == []
+    assert s.dump(nl).startswith(f"schedule: {depth} levels on 11 layers")
+
+
+def test_truth_tables(tmp_path, build_dir):
+    nl = _netlist(tmp_path, CHAIN, "gate", build_dir)
+    by_type = {c.type: c for c in nl.cells}
+    (f,) = cell_bit_functions(by_type["$_NAND_"])
+    assert f.table == 0b0111 and len(f.support) == 2 and neuron_cost(f) == 2
+    (f,) = cell_bit_functions(by_type["$_OR_"])
+    assert f.table == 0b1110 and neuron_cost(f) == 2      # 3 true minterms vs 1 + 1 false
+    (f,) = cell_bit_functions(by_type["$_XOR_"])
+    assert f.table == 0b0110 and neuron_cost(f) == 2
