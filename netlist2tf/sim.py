@@ -765,6 +765,25 @@ class Simulator:
             for lane in lanes:
                 self._lanes[lane][1][k][:] = full
 
+    def set_state(self, values: dict, instance: int | None = None):
+        """Overwrite register (``reg:NAME``) or synchronous-read (``memrd:MEM:I``) state, as named by
+        ``state_names``; ``instance`` picks one batch instance (default all)."""
+        index = {name: k for k, name in enumerate(self.state_names)}
+        for name, v in values.items():
+            if name not in index:
+                raise StimulusError(f"no state named {name!r}; the design's state: {', '.join(self.state_names)}")
+            k = index[name]
+            if self.mode == "numpy":
+                R = self._lanes[0][0]
+                if instance is None:
+                    R[k] = np.full(self.batch, v, dtype=U64)
+                else:
+                    R[k] = R[k].copy()
+                    R[k][instance] = v
+            else:
+                for lane in (range(len(self._lanes)) if instance is None else [instance]):
+                    self._lanes[lane][0][k] = int(v)
+
     def check_inputs(self, values: dict):
         """Raise StimulusError if ``values`` names an unknown port or a value that does not fit."""
         known = {p.name: p for p in self.input_ports}

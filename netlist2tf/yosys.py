@@ -51,8 +51,11 @@ GATE_FLOW = (
     "check -assert",
 )
 
-#: Gate-level flow ending in 4-input look-up tables ($lut) instead of simple gates.
-LUT_FLOW = tuple("abc -lut 4" if cmd == "abc" else cmd for cmd in GATE_FLOW)
+#: The compiler's flow: 4-input look-up tables ($lut) instead of simple gates, and plain D flip-flops
+#: (``dffunmap`` turns clock enables and synchronous resets into logic that abc merges into the LUTs),
+#: so a register's next value is its D input, computed by FFN neurons like any other logic.
+LUT_FLOW = tuple(step for cmd in GATE_FLOW
+                 for step in (("dffunmap", "abc -lut 4") if cmd == "abc" else (cmd,)))
 
 FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW}
 

@@ -67,7 +67,7 @@ def test_too_wide(build_dir):
 
 
 @pytest.mark.parametrize("design, depth", [
-    ("hdl.examples.counter:Counter", 3), ("hdl.examples.lfsr:LFSR", 3), ("hdl.examples.fifo:FIFO", 7),
+    ("hdl.examples.counter:Counter", 3), ("hdl.examples.lfsr:LFSR", 4), ("hdl.examples.fifo:FIFO", 6),
     ("hdl.examples.regfile:RegisterFile", 1), ("hdl.examples.multiplier:PipelinedMultiplier", 8)])
 def test_examples_fit_eleven_layers(design, depth, build_dir):
     nl = parse_netlist(synthesize(design, "lut", build_dir).json_text)
