@@ -1,0 +1,534 @@
+"""DeltaNet memory: one head of a real ``Qwen3_5GatedDeltaNet`` as an exact word-addressed RAM.
+
+What the head computes (transformers ``modeling_qwen3_5``; re-read it before changing anything)::
+
+    qkv = silu(causal_conv1d(in_proj_qkv(x)))       (depthwise, kernel 4, no bias)
+    q, k = l2norm(q), l2norm(k)                      (x * rsqrt(sum(x**2) + 1e-6), float32)
+    q = q * d_k**-0.5                                (chunked path; the recurrent one divides by d_k**0.5)
+    beta = sigmoid(in_proj_b(x));  g = -exp(A_log) * softplus(in_proj_a(x) + dt_bias)
+    S <- S * exp(g);  S <- S + k (beta (v - S^T k))^T;  o = S^T q        (S: d_k x d_v, float32)
+    y = norm.weight * rmsnorm(o) * silu(in_proj_z(x))   (per head over d_v; ONE weight for all heads)
+    out = out_proj(y)
+
+``configure_memory`` makes value head ``head`` (with its key head) hold ``n`` words of ``width``
+bits. Slot j is row j of S (key = e_j). At every position, in order: when the write address channel
+``W_j`` is 1, row j is replaced by the value word (the delta rule with beta = 1 and a one-hot key
+replaces exactly that row); then, when the read address channel ``R_j`` is 1, row j as it is after
+this position's write is read back and added to the output pairs as (+b, -b).
+
+Row layout (the d_v value columns of the head): bit i is stored in columns ``2i`` (copy of the b
+channel) and ``2i + 1`` (copy of 1 - b), exactly one of them non-zero; the next ``P - width``
+columns are PAD columns copied from the constant channel ``one``, where P = d_v/4 ("quarter"
+packing, the default) or d_v/2 ("half" packing). So every stored row holds exactly P entries equal to
+the read level and zeros elsewhere, for every memory, width and bit pattern: one row norm, hence
+one gated-norm weight right for every head (the weight is shared by all heads of the module, so all
+memories of one module use one packing). Only columns ``2i`` feed ``out_proj``.
+
+The one hard part is the read scale. Every product in the read, ``q_scaled * V``, must be EXACT (not
+just round to a nice number): the chunked path's ``intra_chunk_attn @ v_new`` sums ``q * (+V)``,
+``q * (-V)``, ... for several writes to one slot inside a chunk, in an order (vectorised, fused
+multiply-add) where a partial sum like 3a occurs; if a = q*V is not short, that rounds and a slot
+that should read 0 reads 1.3e-5 (measured: d_k = 128 with a value 2896.3095703125, chosen so that
+fl32(q * V) == 256, failed this way in float32 and bfloat16). Hence V is a power of two and the
+scaled query q itself must have a short mantissa:
+
+* d_k a power of 4 (16, 64, 256): the query is one-hot, ``ADDRESS_MAGNITUDE = 64`` on dim j, and
+  q_scaled = d_k**-0.5 is a power of two (1/4, 1/8, 1/16). ``silu(64) == 64``; ``4096 + 1e-6``
+  rounds to 4096 and ``rsqrt(4096) = 1/64``, so l2norm gives exactly e_j.
+* d_k = 128 (real Qwen3.5 checkpoints): d_k**-0.5 = 0.0883883461... has a full mantissa, and no
+  one-hot query can fix it. The query gets a second non-zero on a DUMMY dim (the last key dim,
+  d_k - 1, never written, so its row of S stays 0 and adds 0 to the read): pre-activations
+  (x_main, x_dummy) = (251, 26.75), found by ``calibrate_read`` (a search over bfloat16-exact pairs
+  >= 17.5), give q_scaled = 0.087890625 = 45/512 EXACTLY on both paths (multiply by
+  fl32(128**-0.5) and divide by fl32(sqrt(128))). Cost: one slot, 127 words per head.
+
+Constants (each keeps a step exact in float32 AND bfloat16, chunked prefill AND recurrent decode):
+
+* keys: ``ADDRESS_MAGNITUDE = 64`` on dim j, so l2norm gives exactly e_j (magnitude 1 would give
+  0.9999995 because of eps). An all-zero address gives ``0 * rsqrt(1e-6) = 0``: no write, no read.
+* silu of every q/k/v pre-activation is exact: values are 0 (silu(0) == 0) or >= 17.5, where
+  sigmoid rounds to 1.0 and silu(x) == x; they are never negative (silu's tiny negative values).
+* conv: weight 1 on tap ``kernel - 1`` (3), the lag-0 tap of the causal conv (``F.conv1d`` correlates over a
+  left-padded input, ``out[t] = sum_k w[k] x[t + k - 3]``; the decode update concatenates the conv
+  state and keeps the last output: same orientation). The other taps are 0, so only the current
+  position counts (``0 * x == 0`` for every earlier one).
+* values: V (``ReadCalibration.value``) on the value bit channels (and on ``one`` for the pads) is
+  the power of two with read level a = q_scaled * V in (128, 256]: 1024 (d_k = 16), 2048 (d_k = 64
+  and 128), 4096 (d_k = 256). Read levels a: 256, 256, 180 (= 45/512 * 2048), 256; all exact in
+  bfloat16, every partial sum k*a is an exact float32 integer, and the row's mean square (a**2/4 >=
+  8100) swamps eps (1e-6) in rounding.
+* beta: ``BETA_LOGIT = 32`` on the constant channel: ``sigmoid(32) == 1.0`` (>= ~17 needed). On an
+  ignored position (one = 0) beta is 0.5, but the key is 0 there, so nothing is written.
+* decay: ``DT_BIAS = -200``, ``A_LOG = -200``, ``in_proj_a = 0``: ``softplus(-200) == 0.0`` exactly
+  (exp(-200) underflows; softplus(-50) is 1.9e-22, not 0) AND ``exp(-200) == 0.0``, so
+  ``g = -0 * 0`` and ``exp(g) == 1`` whatever the input.
+* output gate: ``GATE = 32`` on the constant channel (in_proj_z, every column of the head):
+  ``silu(32) == 32``; ``silu(0) == 0`` on an ignored position, which then adds exactly 0.
+* ``norm.weight`` = ``calibrate_norm_weight``, picked by evaluating the real
+  ``Qwen3_5RMSNormGated`` on the real read level over many bit patterns, in float32 and bfloat16,
+  so that ``weight * rmsnorm(o)`` is exactly 1.0. Quarter packing: the row's mean square is
+  a**2/4, rmsnorm(o) is exactly 2 (also for a = 180: fl32(180 * rsqrt(8100)) == 2) and the weight is
+  0.5, a power of two, exact whatever precision the weights are stored in. Half packing: rmsnorm(o)
+  is ~sqrt(2) (float32 1.4142135 for a = 256, 1.4142137 for a = 180; bfloat16 1.4140625) and the
+  weight is 0.7071068286895752 (d_k = 16, 64: one ulp above fl32(sqrt(1/2)), which gives
+  0.99999994) or 0.7071067690849304 (d_k = 128); exact in float32 and bfloat16 only while the
+  weight itself is kept in float32 (a bfloat16-stored weight, 0.70703125, run in float32 gives
+  0.9998 instead of 1: not exact).
+* ``out_proj``: ``+1/32`` to the output pair's b channel and ``-1/32`` to its 1 - b channel, from
+  column 2i only: one non-zero product per output channel, exact in any reduction order.
+
+A never-written slot reads as an all-zero row: rmsnorm(0) = 0, the output pair stays (0, 1). A
+position without a read has q = 0, o = 0 and adds exactly 0.0. A position with one = 0 and all
+address channels 0 (e.g. a text token of a merged model) has k = q = 0 and gate 0: S is unchanged
+and it adds exactly 0.0. Value channels may hold anything finite where no write happens.
+
+Capacity per value head: d_k slots (d_k a power of 4) or d_k - 1 (d_k = 128: 127), of at most
+d_v/4 bits (quarter; d_v = 128: 32) or d_v/2 bits (half; d_v = 128: 64). Value heads that share a
+key head (``num_v_heads > num_k_heads``) share the address: configure them with the same address
+channels to build a wider word (raises otherwise). Heads that are not configured must be zero
+(``clear_module``) and then output exactly 0.
+
+Exact (torch.equal, tests/gadgets/test_deltanet_memory.py, CPU torch paths; also checked with
+ATEN_CPU_CAPABILITY=avx2 / default and 2 threads): d_k = 16, 64 and 128, both packings, float32 and
+bfloat16, chunked prefill (no cache, fresh cache, continued from a cache), token-by-token recurrent
+decode, batch 1 and 8, inside a Qwen3_5ForCausalLM with its own cache and left padding.
+Measured once on an NVIDIA H200 (torch 2.11+cu130, these transformers 5.24 torch paths; no
+flash-linear-attention kernels): quarter packing exact in every case above; half packing exact in
+bfloat16 and for d_k = 128, but NOT in float32 for d_k = 16 and 64 (reads of 1 off by 5.96e-8: CUDA's
+rsqrt differs from the CPU's by an ulp, and the half-packing weight is calibrated on the CPU).
+Quarter packing is the default for that reason too.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import math
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+from transformers.models.qwen3_5 import modeling_qwen3_5 as qm
+
+from ..errors import Netlist2TFError
+
+ADDRESS_MAGNITUDE = 64.0    # one-hot key (and one-hot query when d_k is a power of 4)
+MIN_ACTIVATION = 17.5       # silu(x) == x exactly in float32 for x >= ~17.4
+BETA_LOGIT = 32.0
+GATE = 32.0
+OUT_SCALE = 1.0 / GATE
+DT_BIAS = -200.0
+A_LOG = -200.0
+CALIBRATION_ULPS = 16       # how many float32 ulps either side of 1/rmsnorm the weight search tries
+PACKINGS = {"quarter": 4, "half": 2}   # a stored row has d_v / PACKINGS[p] non-zero entries
+MAX_READ_BITS = 8           # significant bits allowed in the scaled query (bfloat16-exact read level)
+_DTYPES = (torch.float32, torch.bfloat16)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadCalibration:
+    """How a key head's query is formed and what a stored 1 reads as.
+
+    ``query_main``: pre-activation on the slot's own dim; ``query_dummy``: pre-activation on the
+    dummy dim ``head_k_dim - 1`` (None: one-hot query, all d_k dims are slots); ``query_scale``:
+    the query entry after l2norm and the d_k**-0.5 scale; ``value``: V; ``level``: the read
+    ``o = query_scale * value`` of a stored 1 (before the gated norm)."""
+    query_main: float
+    query_dummy: float | None
+    query_scale: float
+    value: float
+    level: float
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySpec:
+    """What ``configure_memory`` set: ``slots`` words of ``width`` bits in value head ``head``
+    (key head ``key_head``), with the calibrated constants it used."""
+    head: int
+    key_head: int
+    slots: int
+    width: int
+    packing: str
+    read: ReadCalibration
+    norm_weight: float
+    pad_columns: tuple[int, ...]
+
+
+# ----------------------------------------------------------------------------------------------
+# Calibration: evaluate the real transformers code on the discrete cases, pick the constants.
+# ----------------------------------------------------------------------------------------------
+
+def _significant_bits(x: torch.Tensor) -> torch.Tensor:
+    """Significant bits of the mantissa of each (positive, normal) float32 in ``x``."""
+    m = (x.float().view(torch.int32) & 0x7FFFFF) | 0x800000
+    low = m & -m
+    return 24 - torch.log2(low.double()).round().long()
+
+
+def _bf16_values(lo: float, hi: float) -> torch.Tensor:
+    """Every bfloat16 number in [lo, hi), as float32."""
+    out, e = [], math.floor(math.log2(lo))
+    while 2.0 ** e < hi:
+        out.append(2.0 ** e * (1 + torch.arange(128, dtype=torch.float64) / 128))
+        e += 1
+    x = torch.cat(out).float()
+    return x[(x >= lo) & (x < hi)]
+
+
+def _scaled_query(pre: torch.Tensor, head_k_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The query after l2norm and scale, as the chunked and the recurrent path compute it (rows of
+    ``pre`` are post-silu query vectors). Only a candidate generator: ``calibrate_read`` then runs
+    the real transformers functions."""
+    q = qm.l2norm(pre.float(), dim=-1, eps=1e-6)
+    return q * head_k_dim ** -0.5, q / head_k_dim ** 0.5
+
+
+def _read_cases(cal: ReadCalibration, head_k_dim: int, dtype: torch.dtype, columns: int = 32):
+    """A write/read sequence on a few slots, as the post-conv q, k, v, g, beta tensors the module
+    feeds the delta rule, and a mask of where the read must be non-zero. It covers read-after-write
+    at one position, later reads, overwrites with another and with the same word, many writes to a
+    slot before one read (the partial sums that broke an inexact product), a never-written slot,
+    over 161 positions (3 chunks of 64), with ``columns`` random value bits."""
+    steps = [  # (write slot or None, read slot or None)
+        (0, 0), (None, 0), (0, 0), (0, 0), (1, 1), (None, 0), (0, 1), (None, 2), (0, None), (None, 0),
+        (1, 1), (0, 0), (0, None), (0, None), (0, 0), (0, None), (0, None), (0, None), (0, 0)]
+    rng = random.Random(0)       # then random steps on 3 slots: many rewrites in every chunk
+    steps += [(rng.choice([None, 0, 1, 2]), rng.choice([None, 0, 1, 2, 3])) for _ in range(142)]
+    T = len(steps)
+    q = torch.zeros(1, T, 1, head_k_dim)
+    k = torch.zeros(1, T, 1, head_k_dim)
+    bits = torch.tensor([[rng.randrange(2) for _ in range(columns)] for _ in range(T)],
+                        dtype=torch.bool)
+    v = (bits.float() * cal.value)[None, :, None, :]
+    stored = torch.zeros(1, T, 1, columns, dtype=torch.bool)
+    rows: dict[int, torch.Tensor] = {}
+    for t, (w, r) in enumerate(steps):
+        if w is not None:
+            k[0, t, 0, w] = ADDRESS_MAGNITUDE
+            rows[w] = bits[t]
+        if r is not None:
+            q[0, t, 0, r] = cal.query_main
+            if cal.query_dummy is not None:
+                q[0, t, 0, head_k_dim - 1] = cal.query_dummy
+            if r in rows:
+                stored[0, t, 0] = rows[r]
+    g = torch.zeros(1, T, 1)
+    beta = torch.ones(1, T, 1)
+    return q.to(dtype), k.to(dtype), v.to(dtype), g, beta.to(dtype), stored
+
+
+def _real_reads(cal: ReadCalibration, head_k_dim: int, dtype: torch.dtype) -> list[torch.Tensor]:
+    """``o`` for ``_read_cases`` through the real chunked path (prefill) and the real recurrent path
+    (decode; the first token of a fresh cache takes the chunked path), with prefill chunk sizes 64
+    (the module's) and 4 (so chunk boundaries fall inside the sequence)."""
+    q, k, v, g, beta, _ = _read_cases(cal, head_k_dim, dtype)
+    kw = dict(use_qk_l2norm_in_kernel=True)
+    outs = [qm.torch_chunk_gated_delta_rule(q, k, v, g=g, beta=beta, chunk_size=c, **kw)[0]
+            for c in (64, 4)]
+    steps, state = [], None
+    for t in range(q.shape[1]):
+        at = slice(t, t + 1)
+        if state is None:
+            o, state = qm.torch_chunk_gated_delta_rule(q[:, at], k[:, at], v[:, at], g=g[:, at],
+                                                       beta=beta[:, at], output_final_state=True, **kw)
+        else:
+            o, state = qm.torch_recurrent_gated_delta_rule(
+                q[:, at], k[:, at], v[:, at], g=g[:, at], beta=beta[:, at], initial_state=state,
+                output_final_state=True, **kw)
+        steps.append(o)
+    return outs + [torch.cat(steps, dim=1)]
+
+
+def _read_is_exact(cal: ReadCalibration, head_k_dim: int) -> bool:
+    """Do all real read paths, in float32 and bfloat16, give exactly ``cal.level`` where a 1 is
+    stored and exactly 0 elsewhere?"""
+    for dtype in _DTYPES:
+        stored = _read_cases(cal, head_k_dim, dtype)[-1]
+        for o in _real_reads(cal, head_k_dim, dtype):
+            if not torch.equal(o.float(), stored.float() * cal.level):
+                return False
+    return True
+
+
+def _calibration(main: float, dummy: float | None, scale: float) -> ReadCalibration:
+    """V is the power of two that puts the read level scale * V in (128, 256]."""
+    value = 2.0 ** math.floor(math.log2(256.0 / scale))
+    return ReadCalibration(main, dummy, scale, value, scale * value)
+
+
+@functools.lru_cache(maxsize=None)
+def calibrate_read(head_k_dim: int) -> ReadCalibration:
+    """The query pre-activations and value magnitude that make the read exact for ``head_k_dim``.
+
+    First the one-hot query (ADDRESS_MAGNITUDE on the slot's dim) if its scaled value is a power of
+    two on both paths (d_k a power of 4). Otherwise a search over pairs (main, dummy) of
+    bfloat16-exact numbers in [17.5, 512) for the ones whose scaled query is the same on both paths
+    and has at most MAX_READ_BITS significant bits; the fewest bits win, then the smallest main.
+    Every candidate is accepted only if the real transformers read paths (``_read_is_exact``:
+    chunked and recurrent, float32 and bfloat16) return its read level exactly.
+    Raises Netlist2TFError if nothing passes."""
+    if head_k_dim < 2:
+        raise Netlist2TFError(f"linear_key_head_dim={head_k_dim} is too small for a memory")
+    one_hot = torch.zeros(1, head_k_dim)
+    one_hot[0, 0] = ADDRESS_MAGNITUDE
+    qc, qr = _scaled_query(one_hot, head_k_dim)
+    s = qc[0, 0].item()
+    if qc[0, 0] == qr[0, 0] and _significant_bits(qc[:, 0]).item() == 1:
+        cal = _calibration(ADDRESS_MAGNITUDE, None, s)
+        if _read_is_exact(cal, head_k_dim):
+            return cal
+    grid = _bf16_values(MIN_ACTIVATION, 512.0)
+    main = grid.repeat_interleave(len(grid))
+    dummy = grid.repeat(len(grid))
+    # the other d_k - 2 dims are 0 and add exact zeros to the l2norm's sum: leave them out
+    qc, qr = _scaled_query(torch.stack([main, dummy], dim=1), head_k_dim)
+    qc, qr = qc[:, 0], qr[:, 0]
+    bits = _significant_bits(qc)
+    ok = (qc == qr) & (bits <= MAX_READ_BITS)
+    order = sorted(ok.nonzero().flatten().tolist(), key=lambda i: (bits[i].item(), main[i].item()))
+    for i in order[:32]:
+        cal = _calibration(main[i].item(), dummy[i].item(), qc[i].item())
+        if _read_is_exact(cal, head_k_dim):
+            return cal
+    raise Netlist2TFError(
+        f"no query for linear_key_head_dim={head_k_dim} makes the DeltaNet read exact (tried the "
+        f"one-hot query and {len(order)} two-dim queries); use a head_k_dim of 16, 64, 128 or 256")
+
+
+def _row_nonzeros(head_v_dim: int, packing: str) -> int:
+    """How many entries of a stored row are non-zero under ``packing`` (see PACKINGS)."""
+    if packing not in PACKINGS:
+        raise Netlist2TFError(f"packing must be one of {sorted(PACKINGS)}, got {packing!r}")
+    if head_v_dim % PACKINGS[packing]:
+        raise Netlist2TFError(f"{packing!r} packing needs linear_value_head_dim divisible by "
+                              f"{PACKINGS[packing]}, got {head_v_dim}")
+    return head_v_dim // PACKINGS[packing]
+
+
+def _norm_cases(head_v_dim: int, nonzeros: int) -> torch.Tensor:
+    """Row masks the gated norm can meet: a written row has ``nonzeros`` non-zero entries (which
+    ones depends on the bit pattern), a never-written row none: 4 structured and 60 random
+    patterns and an empty row. (The tests check all 12,870 patterns for d_v = 16, half packing.)"""
+    rng = random.Random(head_v_dim * 1000 + nonzeros)
+    base = [1] * nonzeros + [0] * (head_v_dim - nonzeros)
+    rows = [base, base[::-1], [int(c % 2 == 1 and c < 2 * nonzeros) for c in range(head_v_dim)],
+            [int(c % 2 == 0 and c < 2 * nonzeros) for c in range(head_v_dim)]]
+    while len(rows) < 64:
+        r = list(base)
+        rng.shuffle(r)
+        rows.append(r)
+    rows.append([0] * head_v_dim)
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def _norm_is_exact(level: float, mask: torch.Tensor, eps: float, weight: float) -> bool:
+    """Is ``Qwen3_5RMSNormGated(weight)(o, gate=GATE)`` exactly GATE where a written row (``mask``)
+    holds the read level and 0 elsewhere, in float32 and with the norm (its weight) cast to
+    bfloat16, with 65, 37 and 101 rows at a time (vectorised kernels' main loop and tail)?"""
+    norm = qm.Qwen3_5RMSNormGated(mask.shape[1], eps=eps)
+    with torch.no_grad():
+        norm.weight.fill_(weight)
+    for dtype in _DTYPES:
+        mod = copy.deepcopy(norm).to(dtype)
+        for reps in (mask.shape[0], 37, 101):
+            rows = mask.repeat(reps // mask.shape[0] + 1, 1)[:reps]
+            o = (rows * level).to(dtype)
+            with torch.no_grad():
+                out = mod(o, torch.full_like(o, GATE))
+            if not torch.equal(out, (rows * GATE).to(dtype)):
+                return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def calibrate_norm_weight(head_k_dim: int, head_v_dim: int, eps: float = 1e-6,
+                          packing: str = "quarter") -> float:
+    """The gated-norm weight w with ``w * rmsnorm(o) == 1.0`` exactly for every stored row: the
+    real ``Qwen3_5RMSNormGated`` with weight 1 on a row at the real read level
+    (``calibrate_read``) gives r = rmsnorm(o); float32 numbers near 1/r are tried, nearest first,
+    until one is exact on every ``_norm_cases`` row in float32 and bfloat16.
+    Quarter packing: r = 2 exactly and w = 0.5. Half packing: r = fl32(sqrt 2) or one ulp above it
+    (read level 256 or 180), and w = 0.7071068286895752 (one ulp above fl32(sqrt(1/2))) or
+    0.7071067690849304. Raises Netlist2TFError if none within CALIBRATION_ULPS ulps is exact."""
+    mask = _norm_cases(head_v_dim, _row_nonzeros(head_v_dim, packing))
+    level = calibrate_read(head_k_dim).level
+    norm = qm.Qwen3_5RMSNormGated(head_v_dim, eps=eps)
+    row = mask[:1] * level
+    with torch.no_grad():
+        norm.weight.fill_(1.0)
+        r = norm(row, torch.full_like(row, GATE))[0, 0].item() / GATE
+    x32 = np.float32(1.0 / r)
+    cands, up, down = [float(x32)], x32, x32
+    for _ in range(CALIBRATION_ULPS):
+        up, down = np.nextafter(up, np.float32(np.inf)), np.nextafter(down, np.float32(-np.inf))
+        cands += [float(up), float(down)]
+    for cand in cands:
+        if _norm_is_exact(level, mask, eps, cand):
+            return cand
+    raise Netlist2TFError(f"no gated-norm weight within {CALIBRATION_ULPS} ulps of {1.0 / r} is exact "
+                          f"for linear_key_head_dim={head_k_dim}, linear_value_head_dim={head_v_dim}, "
+                          f"{packing} packing")
+
+
+# ----------------------------------------------------------------------------------------------
+# Weights
+# ----------------------------------------------------------------------------------------------
+
+def memory_capacity(module: qm.Qwen3_5GatedDeltaNet, packing: str = "quarter") -> tuple[int, int]:
+    """(slots, bits per word) one value head of ``module`` can hold with ``packing``."""
+    dummy = calibrate_read(module.head_k_dim).query_dummy is not None
+    return module.head_k_dim - dummy, _row_nonzeros(module.head_v_dim, packing)
+
+
+def _check_module(module) -> None:
+    if not isinstance(module, qm.Qwen3_5GatedDeltaNet):
+        raise Netlist2TFError(f"the memory gadget needs a Qwen3_5GatedDeltaNet, got {type(module).__name__}")
+    if module.conv1d.bias is not None:
+        raise Netlist2TFError("the DeltaNet conv1d has a bias; the memory gadget needs none")
+    if module.activation != "silu":
+        raise Netlist2TFError(f"the DeltaNet activation is {module.activation!r}; the gadget needs silu")
+
+
+def clear_module(module: qm.Qwen3_5GatedDeltaNet, packing: str = "quarter") -> None:
+    """Zero every weight of ``module`` (a fresh module is randomly initialised) and make every head
+    inert: decay exactly 1 (dt_bias = A_log = -200), no write, no read, output exactly 0. The
+    gated-norm weight (shared by all heads) is set to its calibrated value for ``packing``."""
+    _check_module(module)
+    w = calibrate_norm_weight(module.head_k_dim, module.head_v_dim, module.norm.variance_epsilon,
+                              packing)
+    with torch.no_grad():
+        for lin in (module.in_proj_qkv, module.in_proj_z, module.in_proj_b, module.in_proj_a,
+                    module.out_proj):
+            lin.weight.zero_()
+        module.conv1d.weight.zero_()
+        module.dt_bias.fill_(DT_BIAS)
+        module.A_log.fill_(A_LOG)
+        module.norm.weight.fill_(w)
+
+
+def _channels(name: str, chans: Sequence[int], hidden: int) -> list[int]:
+    chans = [int(c) for c in chans]
+    bad = [c for c in chans if not 0 <= c < hidden]
+    if bad:
+        raise Netlist2TFError(f"{name}: channels {bad} outside the hidden size {hidden}")
+    if len(set(chans)) != len(chans):
+        raise Netlist2TFError(f"{name}: repeated channels in {chans}")
+    return chans
+
+
+def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: Sequence[int],
+                     read_addr: Sequence[int], value_pairs: Sequence[tuple[int, int]],
+                     out_pairs: Sequence[tuple[int, int]], head: int = 0,
+                     packing: str = "quarter") -> MemorySpec:
+    """Make value head ``head`` of ``module`` an exact word memory (see the module docstring).
+
+    ``one``: the constant channel (1.0 on active positions, 0.0 on ignored ones).
+    ``write_addr[j]`` / ``read_addr[j]``: the one-hot channel selecting slot j for writing / reading.
+    ``value_pairs[i]``: the (b, 1-b) channels of bit i of the word written (valid where a write
+    address is set). ``out_pairs[i]``: the (b, 1-b) channels bit i is added to, as (+b, -b).
+    ``packing``: "quarter" (words of up to d_v/4 bits, norm weight 0.5: exact whatever precision
+    the weights are stored in) or "half" (up to d_v/2 bits, a calibrated norm weight that must be
+    kept in float32). Every memory of one module must use the same packing (shared norm weight).
+
+    The module must have been cleared (``clear_module``); only the head's own slices (its value
+    rows, z rows, b/a rows, dt_bias, A_log, out_proj columns, the key head's q/k rows and their conv
+    taps) and the shared norm weight are written. Raises Netlist2TFError when the memory does not
+    fit, a channel is out of range or repeated, or the head (or its key head, with other
+    addresses) is in use.
+    """
+    _check_module(module)
+    hidden = module.hidden_size
+    dk, dv = module.head_k_dim, module.head_v_dim
+    nk, nv = module.num_k_heads, module.num_v_heads
+    if not 0 <= head < nv:
+        raise Netlist2TFError(f"value head {head} does not exist (the module has {nv})")
+    cal = calibrate_read(dk)
+    max_slots, max_width = memory_capacity(module, packing)
+    n = len(write_addr)
+    if len(read_addr) != n or n == 0:
+        raise Netlist2TFError(f"write_addr and read_addr must name the same number (>= 1) of slots, "
+                              f"got {len(write_addr)} and {len(read_addr)}")
+    if n > max_slots:
+        raise Netlist2TFError(f"{n} slots do not fit a head with linear_key_head_dim={dk} (at most "
+                              f"{max_slots}); split the memory over several key heads or layers")
+    width = len(value_pairs)
+    if len(out_pairs) != width or width == 0:
+        raise Netlist2TFError(f"value_pairs and out_pairs must have the same length (>= 1), got "
+                              f"{len(value_pairs)} and {len(out_pairs)}")
+    if width > max_width:
+        raise Netlist2TFError(f"a {width}-bit word does not fit a value head with "
+                              f"linear_value_head_dim={dv} and {packing} packing (at most {max_width} "
+                              f"bits); put the upper bits in another value head sharing the key head "
+                              f"(same addresses)")
+    (one,) = _channels("one", [one], hidden)
+    write_addr = _channels("write_addr", write_addr, hidden)
+    read_addr = _channels("read_addr", read_addr, hidden)
+    _channels("value_pairs", [c for p in value_pairs for c in p], hidden)
+    _channels("out_pairs", [c for p in out_pairs for c in p], hidden)
+
+    w_norm = calibrate_norm_weight(dk, dv, module.norm.variance_epsilon, packing)
+    kh = head // (nv // nk)
+    q_rows = slice(kh * dk, (kh + 1) * dk)
+    k_rows = slice(module.key_dim + kh * dk, module.key_dim + (kh + 1) * dk)
+    v0 = 2 * module.key_dim + head * dv
+    v_rows = slice(v0, v0 + dv)
+    h_cols = slice(head * dv, (head + 1) * dv)
+    pads = tuple(range(2 * width, max_width + width))       # row: max_width non-zeros
+
+    wq = torch.zeros(dk, hidden)
+    wk = torch.zeros(dk, hidden)
+    wv = torch.zeros(dv, hidden)
+    for j in range(n):
+        wq[j, read_addr[j]] = cal.query_main
+        wk[j, write_addr[j]] = ADDRESS_MAGNITUDE
+        if cal.query_dummy is not None:       # exactly one read channel is 1: the sum is exact
+            wq[dk - 1, read_addr[j]] = cal.query_dummy
+    for i, (b, nb) in enumerate(value_pairs):
+        wv[2 * i, b] = cal.value
+        wv[2 * i + 1, nb] = cal.value
+    for c in pads:
+        wv[c, one] = cal.value
+    tap = torch.zeros(module.conv_kernel_size)
+    tap[module.conv_kernel_size - 1] = 1.0    # lag 0
+
+    W = module.in_proj_qkv.weight
+    conv = module.conv1d.weight               # (conv_dim, 1, kernel)
+    with torch.no_grad():
+        in_use = [name for name, t in (
+            ("in_proj_qkv value rows", W[v_rows]), ("in_proj_z rows", module.in_proj_z.weight[h_cols]),
+            ("in_proj_b row", module.in_proj_b.weight[head]),
+            ("in_proj_a row", module.in_proj_a.weight[head]),
+            ("out_proj columns", module.out_proj.weight[:, h_cols]), ("conv taps", conv[v_rows]))
+            if bool(t.any())]
+        if in_use:
+            raise Netlist2TFError(f"value head {head} is not free ({', '.join(in_use)} non-zero); "
+                                  f"call clear_module first or pick another head")
+        qk_new = torch.cat([wq, wk]).to(W)
+        qk_old = torch.cat([W[q_rows], W[k_rows]])
+        if bool(qk_old.any()) and not torch.equal(qk_old, qk_new):
+            raise Netlist2TFError(f"key head {kh} (shared by value head {head}) already holds other "
+                                  f"addresses; value heads sharing a key head must share the address")
+        others_z = module.in_proj_z.weight.clone()
+        others_z[h_cols] = 0
+        if bool(others_z.any()) and not torch.equal(module.norm.weight,
+                                                    torch.full_like(module.norm.weight, w_norm)):
+            raise Netlist2TFError(f"the gated-norm weight (shared by all heads) is not the one of "
+                                  f"{packing} packing: the module's memories must all use one packing")
+
+        W[q_rows] = wq.to(W)
+        W[k_rows] = wk.to(W)
+        W[v_rows] = wv.to(W)
+        for rows in (q_rows, k_rows, v_rows):
+            conv[rows, 0, :] = tap.to(conv)
+        module.in_proj_z.weight[h_cols, one] = GATE
+        module.in_proj_b.weight[head, one] = BETA_LOGIT
+        module.dt_bias[head] = DT_BIAS
+        module.A_log[head] = A_LOG
+        module.norm.weight.fill_(w_norm)
+        for i, (p, m) in enumerate(out_pairs):
+            module.out_proj.weight[p, head * dv + 2 * i] = OUT_SCALE
+            module.out_proj.weight[m, head * dv + 2 * i] = -OUT_SCALE
+    return MemorySpec(head=head, key_head=kh, slots=n, width=width, packing=packing, read=cal,
+                      norm_weight=w_norm, pad_columns=pads)
