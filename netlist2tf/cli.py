@@ -3,6 +3,8 @@
     netlist2tf synth DESIGN [--flow word|gate|lut] [-o FILE] [--dump]
     netlist2tf sim DESIGN --cycles N [--vcd FILE] [--batch B] [--seed S] [--stimulus FILE]
                           [--outputs FILE] [--compare-amaranth]
+    netlist2tf compile DESIGN [--layers 11] [--dtype float32|bfloat16] [--out DIR]
+    netlist2tf verify CHECKPOINT [--cycles N] [--batch B] [--dtype ...] [--token-by-token]
 
 DESIGN is ``module.path:Class``, ``path/to/file.py:Class``, an ``.il``/``.v`` file, or (for ``sim``)
 a Yosys ``.json`` netlist. Errors in the user's input print one message and exit with status 2; a
@@ -113,6 +115,55 @@ def cmd_sim(args) -> int:
     return 0
 
 
+def _dtype(name):
+    import torch
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
+
+
+def cmd_compile(args) -> int:
+    import re
+    from .assemble import assemble
+    from .emit import emit_checkpoint
+    from .frontend import synthesize
+    from .ir import parse_netlist
+
+    result = synthesize(args.design, flow="lut", build_dir=args.build_dir, use_cache=not args.no_cache)
+    netlist = parse_netlist(result.json_text, str(result.json_path))
+    t0 = time.perf_counter()
+    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits)
+    out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
+    emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
+                    settings={"design": args.design, "layers": args.layers, "chunk_bits": args.chunk_bits})
+    s = compiled.stats
+    print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
+    print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
+          f"logic depth {s['depth']}, FFN neurons per layer {s['neurons_per_layer']}", file=sys.stderr)
+    print(f"  {s['deltanet_heads']} DeltaNet heads, vocabulary {s['vocab_size']}, {s['tokens_per_cycle']} "
+          f"tokens per cycle ({s['generated_tokens_per_cycle']} generated), {s['parameters']:,} parameters, "
+          f"{s['nonzero']:,} non-zero", file=sys.stderr)
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from .emit import load_checkpoint
+    from .verify import verify_model
+
+    model, protocol, netlist, inits, meta = load_checkpoint(args.checkpoint, _dtype(args.dtype))
+    t0 = time.perf_counter()
+    div, _ = verify_model(model, protocol, netlist, inits, args.cycles, args.batch, args.seed,
+                          prefill=not args.token_by_token)
+    dt = time.perf_counter() - t0
+    if div is not None:
+        print(f"DIVERGENCE {div}")
+        return 1
+    tokens = args.cycles * args.batch * protocol.tokens_per_cycle
+    print(f"{args.checkpoint}: the model equals the netlist simulator on every output and register in "
+          f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, "
+          f"{'token by token' if args.token_by_token else 'prefill'}); {tokens / dt:,.0f} tokens/s",
+          file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="netlist2tf", description="Compile hardware into transformer weights.")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -142,6 +193,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare-amaranth", action="store_true",
                    help="also run Amaranth's simulator on the same inputs and stop at the first difference")
     p.set_defaults(func=cmd_sim)
+
+    p = sub.add_parser("compile", help="schedule + weights -> a checkpoint folder (stock transformers loads it)")
+    p.add_argument("design", help="module.path:Class, path/to/file.py:Class or file.il/.v")
+    p.add_argument("--layers", type=int, default=11, help="layers of the compiled model (default 11)")
+    p.add_argument("--chunk-bits", type=int, default=8, help="value bits per trace token (default 8)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--out", help="checkpoint folder (default BUILD/compiled/DESIGN)")
+    p.add_argument("--build-dir", default="build")
+    p.add_argument("--no-cache", action="store_true")
+    p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("verify", help="run a checkpoint with transformers against the netlist simulator")
+    p.add_argument("checkpoint")
+    p.add_argument("--cycles", type=int, default=100)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--token-by-token", action="store_true",
+                   help="feed known tokens one at a time (recurrent DeltaNet path) instead of prefilling")
+    p.set_defaults(func=cmd_verify)
     return ap
 
 

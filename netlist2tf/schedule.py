@@ -174,8 +174,8 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
         chain = "\n    ".join(f"level {lvl}: {what}" for what, lvl in path)
         problems.append(f"the logic is {depth} levels deep but {L} layers allow {L - 1} (the last "
                         f"layer's FFN selects the token to emit); critical path:\n    {chain}\n"
-                        f"  use --layers {depth + 1} or shorten this path (pipeline it, or use wider "
-                        f"cells: --flow word/lut)")
+                        f"  use --layers {depth + 1} or shorten this path (add a pipeline register "
+                        f"on it)")
     for layer, count in enumerate(neurons):
         if count > target.intermediate_size:
             problems.append(f"layer {layer} needs {count} FFN neurons, the target has "

@@ -1,0 +1,189 @@
+"""Assemble a compiled model: schedule + protocol -> the weights of a ``Qwen3_5ForCausalLM``.
+
+The model (docs/COMPILER.md 2), for a design without memories:
+
+* **embedding**: each token's row is an active residual vector (``layout.initial``) carrying the
+  token's value bits (TV pairs), the storage write key it implies (register chunk j, row = parity;
+  input chunk j), the register row to read at this position (RP pairs), and what the model must emit
+  next: a one-hot over OUT/REG chunks (EMIT pairs) and that token's parity (EP pair);
+* **layer 0's mixer** (DeltaNet): one memory head per input chunk (1 row) and per register chunk
+  (2 rows, the frame-parity double buffer), read into the source bit pairs of the logic;
+* **FFNs**: the scheduled logic (``lower.lower_logic``); the last layer's FFN also copies the bits of
+  the chunk to emit into the EV pairs (an AND-OR over the EMIT one-hot);
+* **LM head**: the score of token T is the number of its fields that match EMIT/EP/EV, so the right
+  token wins by at least 1; every other mixer is silent and the last layer is full attention (so the
+  model has the attention layer that ``transformers``' cache expects).
+"""
+
+from dataclasses import dataclass
+
+import torch
+
+from .errors import Netlist2TFError
+from .gadgets.deltanet_memory import clear_module, configure_memory
+from .gadgets.ffn_threshold import Neuron, configure_mlp
+from .gadgets.layout import NORM_WEIGHT, ResidualLayout
+from .ir import CONST0, CONST1, CONSTX, Netlist
+from .lower import allocate_pairs, lower_logic
+from .protocol import IN, OUT, REG, Field, TraceProtocol
+from .schedule import Schedule, schedule
+from .target import FULL, LINEAR, Target
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """Everything the emitter and the host need: the model, its protocol and how it was laid out."""
+    model: object               # Qwen3_5ForCausalLM
+    protocol: TraceProtocol
+    schedule: Schedule
+    layout: ResidualLayout
+    initial_registers: dict     # "reg:NAME" -> init value
+    stats: dict
+
+
+def compile_target(layers: int, heads: int, head_dim: int = 64) -> Target:
+    """A standalone target shaped for ``assemble``: DeltaNet layers with the last one full attention;
+    hidden and intermediate sizes are filled in by ``assemble`` from the design's needs."""
+    if layers < 2:
+        raise Netlist2TFError("the compiled model needs at least 2 layers (state reads, then logic)")
+    # Widths are unbounded here: the schedule probes the design's needs first.
+    return Target(1 << 30, 1 << 30, (LINEAR,) * (layers - 1) + (FULL,), heads, heads, head_dim,
+                  head_dim, 1, 1, 16, name=f"standalone-{layers}")
+
+
+def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64) -> Compiled:
+    """Compile ``netlist`` (the LUT flow's netlist of a design without memories) into a model.
+
+    Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
+    if netlist.memories:
+        raise Netlist2TFError(
+            f"{netlist.top} has memories ({', '.join(m.name for m in netlist.memories)}); the compiler "
+            f"does not lower memories yet (docs/COMPILER.md 2: memories commit at the frame's end)")
+    clocks = {r.clock for r in netlist.registers}
+    proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits)
+    heads = max(1, len(proto.inputs) + len(proto.registers))
+    probe = schedule(netlist, compile_target(layers, heads, head_dim))
+    pairs = allocate_pairs(netlist, probe)
+
+    # Extra pairs after the logic's: token value, write keys, read rows, emit one-hot, emit parity,
+    # emitted value.
+    base = len(pairs)
+    names = {}
+
+    def extra(name, count):
+        names[name] = list(range(base + sum(len(v) for v in names.values()),
+                                 base + sum(len(v) for v in names.values()) + count))
+
+    extra("tv", chunk_bits)
+    extra("key_in", len(proto.inputs))
+    extra("key_reg", 2 * len(proto.registers))
+    extra("rp", 2)
+    emit_chunks = [(OUT, c.index) for c in proto.outputs] + [(REG, c.index) for c in proto.registers]
+    extra("emit", len(emit_chunks))
+    extra("ep", 1)
+    extra("ev", chunk_bits)
+    n_pairs = base + sum(len(v) for v in names.values())
+    hidden = 1 + 2 * n_pairs
+    hidden += 8 + (64 * hidden) // (127 * 127)          # room for the anchors
+    hidden = (hidden + 7) // 8 * 8
+    layout = ResidualLayout.build(hidden, n_pairs)
+
+    def P(name, i=0):
+        return layout.pair(names[name][i])
+
+    # The logic, then the emit selection in the last layer's FFN.
+    d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
+    neurons = lower_logic(netlist, probe, layout, pairs)
+    select: list[Neuron] = []
+    for e, (kind, idx) in enumerate(emit_chunks):
+        chunk = proto.chunks_of(kind)[idx]
+        emit = P("emit", e)[0]
+        for i, net in enumerate(chunk.bits):
+            net = d_of_q[net] if kind == REG else net
+            ev = P("ev", i)
+            if net == CONST1:
+                select.append(Neuron(((emit, 1),), 0, ((ev[0], 1), (ev[1], -1))))
+            elif net not in (CONST0, CONSTX):
+                select.append(Neuron(((emit, 1), (layout.pair(pairs[net])[0], 1)), -1,
+                                     ((ev[0], 1), (ev[1], -1))))
+    neurons[layers - 1] = neurons[layers - 1] + select
+    intermediate = max(8, max(len(n) for n in neurons))
+    target = Target(hidden, intermediate, compile_target(layers, heads, head_dim).layer_types,
+                    heads, heads, head_dim, head_dim, 1, 1, 16, name=f"standalone-{layers}")
+    sched = schedule(netlist, target)
+    if 2 * chunk_bits > head_dim:
+        raise Netlist2TFError(f"a {chunk_bits}-bit chunk needs DeltaNet value heads of at least "
+                              f"{2 * chunk_bits} dims, not {head_dim}")
+
+    from transformers import Qwen3_5ForCausalLM
+
+    torch.manual_seed(0)
+    model = Qwen3_5ForCausalLM(target.to_hf_config(vocab_size=proto.vocab_size))
+    model.eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        m = model.model
+        m.norm.weight.fill_(NORM_WEIGHT)
+        for i, layer in enumerate(m.layers):
+            layer.input_layernorm.weight.fill_(NORM_WEIGHT)
+            layer.post_attention_layernorm.weight.fill_(NORM_WEIGHT)
+            if target.layer_types[i] == LINEAR:
+                clear_module(layer.linear_attn)
+            configure_mlp(layer.mlp, neurons[i], layout.one, torch.bfloat16)
+
+        # Layer 0: the storage heads.
+        mixer = m.layers[0].linear_attn
+        head = 0
+        for c in proto.inputs:
+            configure_memory(mixer, one=layout.one, write_addr=[P("key_in", c.index)[0]],
+                             read_addr=[layout.one], value_pairs=[P("tv", i) for i in range(len(c.bits))],
+                             out_pairs=[layout.pair(pairs[n]) for n in c.bits], head=head)
+            head += 1
+        for c in proto.registers:
+            configure_memory(mixer, one=layout.one,
+                             write_addr=[P("key_reg", 2 * c.index)[0], P("key_reg", 2 * c.index + 1)[0]],
+                             read_addr=[P("rp", 0)[0], P("rp", 1)[0]],
+                             value_pairs=[P("tv", i) for i in range(len(c.bits))],
+                             out_pairs=[layout.pair(pairs[n]) for n in c.bits], head=head)
+            head += 1
+
+        # Embedding: one active residual vector per token.
+        emb = m.embed_tokens.weight
+        for tok in range(proto.vocab_size):
+            f = proto.field(tok)
+            bits = {names["tv"][i]: (f.value >> i) & 1 for i in range(chunk_bits)}
+            if f.kind == IN:
+                bits[names["key_in"][f.chunk]] = 1
+            elif f.kind == REG:
+                bits[names["key_reg"][2 * f.chunk + f.parity]] = 1
+            bits[names["rp"][proto.read_parity(f)]] = 1
+            nxt = proto.next_field_kind(f)
+            if nxt is not None:
+                bits[names["emit"][emit_chunks.index(nxt[:2])]] = 1
+                bits[names["ep"][0]] = nxt[2]
+            emb[tok] = layout.initial(bits)
+
+        # LM head: count matching fields.
+        head_w = model.lm_head.weight
+        for tok in range(proto.vocab_size):
+            f = proto.field(tok)
+            if f.kind == IN:
+                continue                  # never generated: scores 0, below any real match
+            e = emit_chunks.index((f.kind, f.chunk))
+            head_w[tok, P("emit", e)[0]] = 1.0
+            ep = P("ep")
+            head_w[tok, ep[0] if f.parity else ep[1]] = 1.0
+            for i in range(chunk_bits):
+                ev = P("ev", i)
+                head_w[tok, ev[0] if (f.value >> i) & 1 else ev[1]] = 1.0
+
+    inits = {f"reg:{r.name}": r.init for r in netlist.registers}
+    params = sum(p.numel() for p in model.parameters())
+    nonzero = sum(int(torch.count_nonzero(p)) for p in model.parameters())
+    stats = {"layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
+             "neurons_per_layer": [len(n) for n in neurons], "deltanet_heads": heads,
+             "tokens_per_cycle": proto.tokens_per_cycle, "generated_tokens_per_cycle":
+             len(proto.outputs) + len(proto.registers), "vocab_size": proto.vocab_size,
+             "parameters": params, "nonzero": nonzero, "depth": sched.depth}
+    return Compiled(model, proto, sched, layout, inits, stats)

@@ -1,0 +1,132 @@
+"""End to end: compile example designs, emit the checkpoint, load it with AutoModelForCausalLM, and
+run it against the netlist simulator (the oracle) on every output and register of every cycle."""
+
+import pytest
+import torch
+
+from netlist2tf import cli
+from netlist2tf.assemble import assemble
+from netlist2tf.emit import emit_checkpoint, load_checkpoint
+from netlist2tf.errors import Netlist2TFError
+from netlist2tf.frontend import synthesize
+from netlist2tf.ir import parse_netlist
+from netlist2tf.protocol import OUT, REG, Field, TraceError, TraceProtocol
+from netlist2tf.schedule import ScheduleError
+from netlist2tf.verify import verify_model
+
+LAYERS = {"hdl.examples.counter:Counter": 5, "hdl.examples.lfsr:LFSR": 6,
+          "hdl.examples.multiplier:PipelinedMultiplier": 10}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, build_dir):
+    """design -> emitted checkpoint folder (float32), compiled once per module."""
+    made = {}
+
+    def get(design):
+        if design not in made:
+            result = synthesize(design, "lut", build_dir)
+            compiled = assemble(parse_netlist(result.json_text), layers=LAYERS[design])
+            made[design] = emit_checkpoint(compiled, result.json_text,
+                                           tmp_path_factory.mktemp("ckpt") / design.split(":")[1])
+        return made[design]
+    return get
+
+
+def _verify(folder, cycles, batch, dtype=torch.float32, prefill=True, seed=0):
+    model, protocol, netlist, inits, _ = load_checkpoint(folder, dtype)
+    assert type(model).__name__ == "Qwen3_5ForCausalLM"
+    div, run = verify_model(model, protocol, netlist, inits, cycles, batch, seed, prefill)
+    assert div is None, str(div)
+    return run
+
+
+def test_counter_thousand_cycles_batch_8(checkpoints):
+    run = _verify(checkpoints("hdl.examples.counter:Counter"), cycles=1000, batch=8)
+    # the rows really got different inputs and went different ways
+    assert run.registers[0][-1] != run.registers[1][-1] or run.outputs[0] != run.outputs[1]
+
+
+@pytest.mark.parametrize("design", ["hdl.examples.lfsr:LFSR", "hdl.examples.multiplier:PipelinedMultiplier"])
+def test_other_designs(design, checkpoints):
+    _verify(checkpoints(design), cycles=30, batch=2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("design", ["hdl.examples.lfsr:LFSR", "hdl.examples.multiplier:PipelinedMultiplier"])
+def test_thousand_cycles_batch_8(design, checkpoints):
+    _verify(checkpoints(design), cycles=1000, batch=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("prefill", [True, False])
+@pytest.mark.parametrize("batch", [1, 8])
+def test_same_trace_in_every_mode(dtype, prefill, batch, checkpoints):
+    """float32 / bfloat16, prefill / token by token, batch 1 / 8: every run equals the simulator, and
+    every row's tokens equal those of the float32 prefill run of the same inputs."""
+    folder = checkpoints("hdl.examples.lfsr:LFSR")
+    run = _verify(folder, cycles=25, batch=batch, dtype=dtype, prefill=prefill, seed=7)
+    assert run.tokens == _reference_tokens(folder, batch)
+
+
+_REF = {}
+
+
+def _reference_tokens(folder, batch):
+    if (folder, batch) not in _REF:
+        _REF[folder, batch] = _verify(folder, cycles=25, batch=batch, seed=7).tokens
+    return _REF[folder, batch]
+
+
+def test_emit_is_byte_identical(tmp_path, build_dir):
+    result = synthesize("hdl.examples.counter:Counter", "lut", build_dir)
+    folders = []
+    for name in ("a", "b"):
+        compiled = assemble(parse_netlist(result.json_text), layers=5)
+        folders.append(emit_checkpoint(compiled, result.json_text, tmp_path / name))
+    files = sorted(p.name for p in folders[0].iterdir())
+    assert files == ["compile.json", "config.json", "generation_config.json", "model.safetensors",
+                     "netlist.json", "trace_protocol.json"]
+    for name in files:
+        assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
+
+
+def test_too_deep_names_path_and_numbers(build_dir):
+    nl = parse_netlist(synthesize("hdl.examples.alu:ALU", "lut", build_dir).json_text)
+    with pytest.raises(ScheduleError, match=r"(?s)the logic is 34 levels deep but 11 layers allow 10 .*"
+                                            r"critical path:\n    level 0: in:.*level 34: register acc\[\d+\]"
+                                            r".*use --layers 35"):
+        assemble(nl, layers=11)
+
+
+def test_memories_are_refused_clearly(build_dir):
+    nl = parse_netlist(synthesize("hdl.examples.fifo:FIFO", "lut", build_dir).json_text)
+    with pytest.raises(Netlist2TFError, match=r"has memories \(storage\); the compiler does not lower "
+                                              r"memories yet"):
+        assemble(nl)
+
+
+def test_malformed_trace_is_rejected(build_dir):
+    nl = parse_netlist(synthesize("hdl.examples.counter:Counter", "lut", build_dir).json_text)
+    proto = TraceProtocol.from_netlist(nl, {r.clock for r in nl.registers})
+    good = [proto.token(Field(OUT, 0, 0, 5)), proto.token(Field(OUT, 1, 0, 1)), proto.token(Field(REG, 0, 1, 6))]
+    outs, regs = proto.decode_frame(0, good)
+    # the lut flow gives one flip-flop per bit: chunk value 6 spreads over 8 one-bit registers
+    assert outs == {"count": 5, "wrap": 1} and list(regs.values()) == [0, 1, 1, 0, 0, 0, 0, 0]
+    with pytest.raises(TraceError, match="cycle 0, token 2: got reg chunk 0 parity 0, expected reg chunk 0 parity 1"):
+        proto.decode_frame(0, good[:2] + [proto.token(Field(REG, 0, 0, 6))])
+    with pytest.raises(TraceError, match="token 99999 is outside the trace vocabulary"):
+        proto.decode_frame(0, good[:2] + [99999])
+    with pytest.raises(TraceError, match="cycle 3: 2 generated tokens, the protocol has 3"):
+        proto.decode_frame(3, good[:2])
+
+
+def test_cli_compile_and_verify(tmp_path, capsys, build_dir):
+    out = tmp_path / "counter"
+    assert cli.main(["compile", "hdl.examples.counter:Counter", "--layers", "5", "--out", str(out),
+                     "--build-dir", str(build_dir)]) == 0
+    assert "5 layers, hidden" in capsys.readouterr().err
+    assert cli.main(["verify", str(out), "--cycles", "30", "--batch", "2", "--dtype", "bfloat16"]) == 0
+    assert "equals the netlist simulator on every output and register in 30 cycles x 2 rows" in capsys.readouterr().err
+    assert cli.main(["verify", str(tmp_path / "missing")]) == 2
+    assert "is not a netlist2tf checkpoint: config.json is missing" in capsys.readouterr().err
