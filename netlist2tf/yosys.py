@@ -51,11 +51,14 @@ GATE_FLOW = (
     "check -assert",
 )
 
-#: The compiler's flow: 4-input look-up tables ($lut) instead of simple gates, and plain D flip-flops
-#: (``dffunmap`` turns clock enables and synchronous resets into logic that abc merges into the LUTs),
-#: so a register's next value is its D input, computed by FFN neurons like any other logic.
+#: The compiler's flow: 4-input look-up tables ($lut) instead of simple gates, plain D flip-flops
+#: (``dffunmap`` turns clock enables and synchronous resets into logic that abc merges into the LUTs,
+#: so a register's next value is its D input, computed by FFN neurons like any other logic), and only
+#: asynchronous memory read ports (``memory_nordff`` moves a synchronous port's register, with its
+#: read-during-write bypass, out of the memory).
 LUT_FLOW = tuple(step for cmd in GATE_FLOW
-                 for step in (("dffunmap", "abc -lut 4") if cmd == "abc" else (cmd,)))
+                 for step in (("memory_nordff", "opt -fast -full") if cmd == "opt -fast -full" else
+                              ("dffunmap", "abc -lut 4") if cmd == "abc" else (cmd,)))
 
 FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW}
 

@@ -421,7 +421,8 @@ def _channels(name: str, chans: Sequence[int], hidden: int) -> list[int]:
 def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: Sequence[int],
                      read_addr: Sequence[int], value_pairs: Sequence[tuple[int, int]],
                      out_pairs: Sequence[tuple[int, int]], head: int = 0,
-                     packing: str = "quarter") -> MemorySpec:
+                     packing: str = "quarter", write_lag: int = 0,
+                     value_lags: Sequence[int] | None = None) -> MemorySpec:
     """Make value head ``head`` of ``module`` an exact word memory (see the module docstring).
 
     ``one``: the constant channel (1.0 on active positions, 0.0 on ignored ones).
@@ -431,6 +432,10 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     ``packing``: "quarter" (words of up to d_v/4 bits, norm weight 0.5: exact whatever precision
     the weights are stored in) or "half" (up to d_v/2 bits, a calibrated norm weight that must be
     kept in float32). Every memory of one module must use the same packing (shared norm weight).
+    ``write_lag`` / ``value_lags[i]``: how many positions back the write address / value bit i is
+    taken from (0..kernel-1, through the depthwise conv's taps; default 0, the current position), so
+    a write can combine fields of up to 4 consecutive tokens and happen at the last one only. Reads
+    always use the current position.
 
     The module must have been cleared (``clear_module``); only the head's own slices (its value
     rows, z rows, b/a rows, dt_bias, A_log, out_proj columns, the key head's q/k rows and their conv
@@ -490,8 +495,18 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         wv[2 * i + 1, nb] = cal.value
     for c in pads:
         wv[c, one] = cal.value
-    tap = torch.zeros(module.conv_kernel_size)
-    tap[module.conv_kernel_size - 1] = 1.0    # lag 0
+    K = module.conv_kernel_size
+    value_lags = list(value_lags) if value_lags is not None else [0] * width
+    if len(value_lags) != width:
+        raise Netlist2TFError(f"value_lags names {len(value_lags)} lags for {width} value bits")
+    for lag in [write_lag, *value_lags]:
+        if not 0 <= lag < K:
+            raise Netlist2TFError(f"lag {lag} is outside the conv kernel (0..{K - 1})")
+
+    def tap(lag: int) -> torch.Tensor:
+        t = torch.zeros(K)
+        t[K - 1 - lag] = 1.0                  # out[t] = sum_k w[k] x[t + k - (K - 1)]
+        return t
 
     W = module.in_proj_qkv.weight
     conv = module.conv1d.weight               # (conv_dim, 1, kernel)
@@ -520,8 +535,12 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         W[q_rows] = wq.to(W)
         W[k_rows] = wk.to(W)
         W[v_rows] = wv.to(W)
-        for rows in (q_rows, k_rows, v_rows):
-            conv[rows, 0, :] = tap.to(conv)
+        conv[q_rows, 0, :] = tap(0).to(conv)
+        conv[k_rows, 0, :] = tap(write_lag).to(conv)
+        conv[v_rows, 0, :] = tap(0).to(conv)            # pads (from the constant channel): lag 0
+        for i, lag in enumerate(value_lags):
+            conv[v0 + 2 * i, 0, :] = tap(lag).to(conv)
+            conv[v0 + 2 * i + 1, 0, :] = tap(lag).to(conv)
         module.in_proj_z.weight[h_cols, one] = GATE
         module.in_proj_b.weight[head, one] = BETA_LOGIT
         module.dt_bias[head] = DT_BIAS

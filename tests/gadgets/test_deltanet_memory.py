@@ -459,3 +459,52 @@ def test_norm_calibration_every_pattern(dk, dv, packing):
             with torch.no_grad():
                 out = norm.to(dtype)((part * level).to(dtype), torch.full_like(part, dm.GATE).to(dtype))
             _assert_exact(out, (part * dm.GATE).to(dtype), f"gated norm {dtype}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "bf16"])
+@pytest.mark.parametrize("dk, dv", [(16, 16), (64, 64)])
+def test_write_fields_from_earlier_positions(dk, dv, dtype):
+    """write_lag / value_lags: the address comes from 2 positions back, value bits 0-1 from 1 back
+    and bits 2-3 from the current position; the write happens only where the position 2 back carried
+    an address. Python model of the memory as the oracle; prefill and decode, float32 and bfloat16."""
+    layout = Layout([(0, 8, 4)])
+    (m,) = layout.mems
+    cfg = _config(layout.hidden, dk, dv, 1, 1)
+    module = Qwen3_5GatedDeltaNet(cfg, layer_idx=0)
+    dm.clear_module(module)
+    dm.configure_memory(module, one=layout.one, write_addr=m.write, read_addr=m.read,
+                        value_pairs=m.value, out_pairs=m.out, write_lag=2, value_lags=[1, 1, 0, 0])
+    module = module.eval().to(dtype)
+    rng = random.Random(dk)
+    length = 150
+    x = torch.zeros(length, layout.hidden)
+    delta = torch.zeros(length, layout.hidden)
+    words, bits_at, addr_at = {}, [], []
+    for t in range(length):
+        x[t, layout.one] = 1.0
+        bits = [rng.randint(0, 1) for _ in range(4)]
+        bits_at.append(bits)
+        for (b, nb), bit in zip(m.value, bits):
+            x[t, b], x[t, nb] = bit, 1 - bit
+        for (b, nb) in m.out:
+            x[t, nb] = 1.0
+        a = rng.randrange(8) if rng.random() < 0.4 else None
+        addr_at.append(a)
+        if a is not None:
+            x[t, m.write[a]] = 1.0
+        if t >= 2 and addr_at[t - 2] is not None:
+            words[addr_at[t - 2]] = bits_at[t - 1][:2] + bits[2:]
+        r = rng.randrange(8) if rng.random() < 0.6 else None
+        if r is not None:
+            x[t, m.read[r]] = 1.0
+            for (b, nb), bit in zip(m.out, words.get(r, [0] * 4)):
+                delta[t, b], delta[t, nb] = bit, -bit
+    x, delta = x.unsqueeze(0).to(dtype), delta.unsqueeze(0).to(dtype)
+    with torch.no_grad():
+        _assert_exact(module(x), delta, "prefill")
+        _assert_exact(_decode(module, cfg, x, prefix=37), delta, "decode")
+    with pytest.raises(Netlist2TFError, match=r"lag 4 is outside the conv kernel \(0..3\)"):
+        fresh = Qwen3_5GatedDeltaNet(cfg, layer_idx=0)
+        dm.clear_module(fresh)
+        dm.configure_memory(fresh, one=layout.one, write_addr=m.write, read_addr=m.read,
+                            value_pairs=m.value, out_pairs=m.out, write_lag=4)
