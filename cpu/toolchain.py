@@ -1,18 +1,21 @@
 """Compile a C program for the RV32IM+Zba machine into a freestanding ELF, with the runtime in
-cpu/runtime/ (crt0.S, runtime.c, link.ld).
+cpu/runtime/ (crt0.S, runtime.c, libc.c, link.ld) and the small libc's standard headers in
+cpu/runtime/include/ (on the include path: the freestanding targets have no <stdio.h>, <stdlib.h>,
+<string.h>, <ctype.h>, <assert.h>; <stdint.h>, <stddef.h>, <stdbool.h>, <limits.h>, <stdarg.h> come
+with the compiler).
 
 Three compilers are supported; all produce the same kind of ELF (RAM at 0, _start at 0):
 
 * ``zig`` (default): PyPI ``ziglang``, run as ``python -m ziglang cc``; 64-bit arithmetic helpers
   (``__divdi3`` ...) come from zig's compiler_rt (``-rtlib=compiler-rt``; ``-nostdlib`` alone drops it).
-* ``gcc``: Debian ``gcc-riscv64-unknown-elf`` (``riscv64-unknown-elf-gcc``), helpers from ``-lgcc``.
+* ``gcc``: Debian ``gcc-riscv64-unknown-elf`` (``riscv64-unknown-elf-gcc``), helpers from its rv32im libgcc.
 * ``clang``: Debian ``clang`` + ``lld``; it has no rv32 compiler-rt, so the runtime's own
   ``int64.c`` provides the helpers.
 
 The compiler is chosen by argument, else by the ``NETLIST2TF_CC`` environment variable, else zig.
 Compiled ELFs are cached under build/cpu/, keyed by a hash of everything that goes into them (source
-bytes, runtime files, command-line flags, compiler version), so an unchanged program is not
-recompiled. The same inputs give the same ELF bytes.
+bytes and path -- __FILE__ --, every file under runtime/, command-line flags, compiler version), so an
+unchanged program is not recompiled. The same inputs give the same ELF bytes.
 """
 
 import functools
@@ -20,6 +23,7 @@ import hashlib
 import importlib.metadata
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +35,13 @@ from netlist2tf.errors import Netlist2TFError
 from .machine import CONSOLE_ADDR, DEFAULT_RAM_SIZE
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
-RUNTIME_FILES = ("crt0.S", "runtime.c", "runtime.h", "link.ld", "int64.c")
+INCLUDE_DIR = RUNTIME_DIR / "include"
+# Every file of the runtime (paths relative to RUNTIME_DIR). The cache key hashes every file under
+# RUNTIME_DIR (``runtime_files()``), so a file added there is covered even before it is listed here;
+# a test checks that this list and the directory agree.
+RUNTIME_FILES = ("crt0.S", "runtime.c", "runtime.h", "link.ld", "int64.c", "libc.c", "printf_float.c",
+                 "include/assert.h", "include/ctype.h", "include/errno.h", "include/inttypes.h",
+                 "include/stdio.h", "include/stdlib.h", "include/string.h", "include/strings.h")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE_DIR = PROJECT_ROOT / "build" / "cpu"
 COMPILERS = ("zig", "gcc", "clang")
@@ -105,6 +115,25 @@ def compiler_version(compiler: str) -> str:
     return version
 
 
+# A program "uses floating point" (and gets printf's %f %e %g, runtime/printf_float.c) when its source
+# says float or double, or has a printf conversion of a double (%f, %.2lf, %10.3e, %g ...).
+_FLOAT_USE = re.compile(rb"\b(?:float|double)\b|%[-+ #0]*(?:[0-9]+|\*)?(?:\.(?:[0-9]+|\*)?)?[lL]?[eEfFgG]")
+
+
+def uses_floating_point(source: bytes) -> bool:
+    """Whether the C source ``source`` seems to use floating point (see _FLOAT_USE): then compile_c
+    links printf's double formatting, printf_float.c (3-4 KB of code, so not into every program)."""
+    return _FLOAT_USE.search(source) is not None
+
+
+def runtime_files() -> list[str]:
+    """The files under RUNTIME_DIR (relative paths, sorted; hidden files and caches skipped): what the
+    cache key hashes besides the program."""
+    return sorted(p.relative_to(RUNTIME_DIR).as_posix() for p in RUNTIME_DIR.rglob("*")
+                  if p.is_file() and not any(part.startswith(".") or part == "__pycache__"
+                                              for part in p.relative_to(RUNTIME_DIR).parts))
+
+
 def _check_ram_size(ram_size: int) -> None:
     if not isinstance(ram_size, int) or ram_size < 4096 or ram_size % 4 or ram_size > CONSOLE_ADDR:
         raise ValueError(f"ram_size must be a multiple of 4 between 4096 and {CONSOLE_ADDR:#x}, not {ram_size!r}")
@@ -129,17 +158,20 @@ def linker_script(ram_size: int, cache_dir=None) -> Path:
 
 def compile_command(compiler: str, ram_size: int = DEFAULT_RAM_SIZE, opt: str = "-O2", extra_flags=(),
                     zba: bool = True, int64_helpers: bool | None = None,
-                    ld_script: str = "LINK.ld") -> tuple[list[str], list[str], list[str]]:
+                    ld_script: str = "LINK.ld", printf_float: bool = False) -> tuple[list[str], list[str], list[str]]:
     """(compiler driver argv, flags, runtime sources) for ``compiler``; the program's source, ``-o OUT``
     and the trailing libraries are added by ``compile_c``. ``ld_script`` is the linker script's path
-    (a placeholder by default, as in the cache key)."""
+    (a placeholder by default, as in the cache key). ``printf_float``: link printf_float.c."""
     if int64_helpers is None:
         int64_helpers = compiler == "clang"
     common = [
         opt, "-ffreestanding", "-nostdlib",
         "-fno-asynchronous-unwind-tables", "-fno-unwind-tables", "-fno-stack-protector",
         "-ffunction-sections", "-fdata-sections", "-g0",
-        "-I", str(RUNTIME_DIR),
+        "-I", str(RUNTIME_DIR), "-I", str(INCLUDE_DIR),
+        # zig cc defines NDEBUG when optimizing, which would turn assert() off: keep it on unless the
+        # program (or extra_flags) defines NDEBUG
+        "-UNDEBUG",
         "-T", str(ld_script),
         "-Wl,--gc-sections", "-Wl,--build-id=none",
     ]
@@ -156,26 +188,44 @@ def compile_command(compiler: str, ram_size: int = DEFAULT_RAM_SIZE, opt: str = 
                 "-static", "-fno-pic"]
     else:
         raise CompileError(f"unknown compiler {compiler!r}; choose one of {', '.join(COMPILERS)}")
-    sources = ["crt0.S", "runtime.c"] + (["int64.c"] if int64_helpers else [])
+    sources = (["crt0.S", "runtime.c", "libc.c"] + (["printf_float.c"] if printf_float else [])
+               + (["int64.c"] if int64_helpers else []))
     return driver, arch + common + list(extra_flags), sources
+
+
+@functools.lru_cache(maxsize=None)
+def _gcc_libgcc() -> str:
+    """GCC's libgcc.a for rv32im/ilp32. With _zba in -march the driver matches none of its multilibs
+    and -lgcc would find the default (rv64) libgcc, which the linker rejects."""
+    try:
+        out = subprocess.run(["riscv64-unknown-elf-gcc", "-march=rv32im", "-mabi=ilp32", "-print-libgcc-file-name"],
+                             capture_output=True, text=True, timeout=60).stdout.strip()
+    except OSError:
+        out = ""
+    return out if out and os.path.isfile(out) else "-lgcc"
 
 
 def _libs(compiler: str, int64_helpers: bool) -> list[str]:
     if int64_helpers:
         return []
-    return {"zig": ["-rtlib=compiler-rt"], "gcc": ["-lgcc"], "clang": []}[compiler]
+    if compiler == "gcc":
+        return [_gcc_libgcc()]
+    return {"zig": ["-rtlib=compiler-rt"], "clang": []}[compiler]
 
 
 def compile_c(source_path, out_elf=None, ram_size: int = DEFAULT_RAM_SIZE, compiler: str | None = None,
               opt: str = "-O2", extra_flags=(), zba: bool = True, int64_helpers: bool | None = None,
-              cache_dir=None, use_cache: bool = True) -> Path:
+              cache_dir=None, use_cache: bool = True, printf_float: bool | None = None) -> Path:
     """Compile the C program ``source_path`` (one .c file with ``int main(void)``, including
-    "runtime.h") with the runtime into an ELF for the machine; returns the ELF's path.
+    "runtime.h" and/or the standard headers of runtime/include/: <stdio.h>, <stdlib.h>, <string.h>,
+    <ctype.h>, <assert.h> ...) with the runtime into an ELF for the machine; returns the ELF's path.
 
     ``out_elf``: where to put the ELF (default: the cache file itself). ``ram_size``: the RAM the
     program is linked for (the stack starts at its top). ``zba``: let the compiler use Zba.
     ``int64_helpers``: link cpu/runtime/int64.c for 64-bit division etc. instead of the compiler's
-    own runtime library (default: only for clang, which has none for rv32).
+    own runtime library (default: only for clang, which has none for rv32). ``printf_float``: link
+    printf's formatting of doubles (%f %e %g); default: when the source uses floating point
+    (``uses_floating_point``); without it those conversions print as they are.
     Raises ``CompileError`` with the compiler's messages when it fails."""
     source_path = Path(source_path)
     _check_ram_size(ram_size)
@@ -187,15 +237,20 @@ def compile_c(source_path, out_elf=None, ram_size: int = DEFAULT_RAM_SIZE, compi
     except OSError as e:
         raise CompileError(f"{source_path}: cannot read the C source: {e.strerror or e}") from None
     version = compiler_version(compiler)
-    driver, flags, runtime_sources = compile_command(compiler, ram_size, opt, extra_flags, zba, int64_helpers)
+    if printf_float is None:
+        printf_float = uses_floating_point(source)
+    driver, flags, runtime_sources = compile_command(compiler, ram_size, opt, extra_flags, zba, int64_helpers,
+                                                     printf_float=printf_float)
     libs = _libs(compiler, int64_helpers)
 
     key = hashlib.sha256()
     for part in (f"format {_CACHE_FORMAT}", version, compiler, f"ram {ram_size}", repr(flags),
                  repr(runtime_sources), repr(libs)):
         key.update(part.encode() + b"\0")
-    for name in RUNTIME_FILES:
+    for name in runtime_files():
         key.update(name.encode() + b"\0" + (RUNTIME_DIR / name).read_bytes() + b"\0")
+    # the path as given: __FILE__ (assert's message) is this path
+    key.update(str(source_path).encode() + b"\0")
     key.update(source)
     digest = key.hexdigest()[:20]
 
@@ -207,7 +262,8 @@ def compile_c(source_path, out_elf=None, ram_size: int = DEFAULT_RAM_SIZE, compi
         os.close(fd)
         try:
             ld = linker_script(ram_size, cache_dir)
-            flags = compile_command(compiler, ram_size, opt, extra_flags, zba, int64_helpers, ld_script=str(ld))[1]
+            flags = compile_command(compiler, ram_size, opt, extra_flags, zba, int64_helpers, ld_script=str(ld),
+                                    printf_float=printf_float)[1]
             argv = (driver + flags + ["-o", tmp] + [str(RUNTIME_DIR / s) for s in runtime_sources]
                     + [str(source_path)] + libs)
             try:

@@ -309,6 +309,109 @@ def _tokenizer():
     return "".join(out)
 
 
+# ---- libc ----
+
+def _lcg_rand(seed, n):
+    """The C standard's sample rand(): next = next * 1103515245 + 12345; (next / 65536) % 32768."""
+    out = []
+    for _ in range(n):
+        seed = (seed * 1103515245 + 12345) & M32
+        out.append((seed >> 16) % 32768)
+    return out
+
+
+def _wrap(v, bits, signed):
+    """v converted to a C integer type of `bits` bits (as printf's h and hh modifiers do)."""
+    v &= (1 << bits) - 1
+    return v - (1 << bits) if signed and v >> (bits - 1) else v
+
+
+_CTYPE_SAMPLE = " \n\x7f" "09fAGz!@[`~"
+
+
+def _ctype_counts():
+    import string
+    classes = [
+        lambda c: c in string.digits, lambda c: c in string.ascii_letters,
+        lambda c: c in string.ascii_letters + string.digits, lambda c: c in " \t\n\v\f\r",
+        lambda c: c in string.ascii_uppercase, lambda c: c in string.ascii_lowercase,
+        lambda c: c in string.hexdigits, lambda c: 32 <= ord(c) < 127, lambda c: c in string.punctuation,
+        lambda c: ord(c) < 32 or ord(c) == 127, lambda c: 33 <= ord(c) < 127,
+    ]
+    # EOF (-1) belongs to no class; the sample's characters are all ASCII
+    return [sum(bool(f(c)) for c in _CTYPE_SAMPLE) for f in classes]
+
+
+def _libc():
+    out = []
+    line1 = "printf: %d %i %u %o %x %X %c %s %%\n" % (-42, 7, 3000000000, 8, 0xbeef, 0xbeef, "c", "str")
+    out.append(line1)
+    # C's %#o adds a leading 0 (Python: 0o); C's %#x and %#o of 0 are plain "0" (Python: 0x0, 0o0);
+    # %p is 0x and lower-case hex, 0x0 for NULL
+    out.append(f"returned {len(line1)}; alt: 0{8:o} {'%#x' % 255} {'%#X' % 255} 0 0 0x{0x1234:x} 0x0\n")
+    out.append("flags: [%-6d] [%06d] [%+d] [% d] [%+d] [%-+5d] [% 05d] [%-06x]\n" % (42, -42, 5, 5, -5, 3, 7, 0xab))
+    # %.0d of 0 prints no digits in C (Python prints 0)
+    out.append("prec: [%.5d] [%8.3d] [%-8.3x] [] [%.3s] [%-6.2s] [%10.4s] [%.*s]\n"
+               % (42, -7, 0xF, "abcdef", "xyz", "hello", 2, "pqrs"))
+    out.append("star: [%*d] [%-*d] [%*d]\n" % (5, 1, 5, 2, -5, 3))
+    out.append("length: %d %d %d %d %d %d %d %d %d\n" % (
+        _wrap(70000, 16, True), _wrap(70000, 16, False), _wrap(200, 8, True), _wrap(300, 8, False),
+        -123456789, 4000000000, 12345, -9, -1234567))
+    out.append("64: %d %d %x %X %o %020d\n" % (-(1 << 63), M64, 0x123456789ABCDEF, 0xFEDCBA987,
+                                              0o1234567012345670, -123456))
+    out.append("limits: %d %d %d %d %d %d\n" % (INT_MIN, INT_MAX, M32, INT_MAX, 1 << 40, M32))
+    out.append("double: %f %.2f %e %g %-10.3g|\n" % (3.14159, 2.675, 12345.678, 1234567.0, 2.0 / 3))
+    out.append("count|5\n")
+    full = "%s-%d" % ("abcdef", 12345)
+    sp = "%08.3f|%x|%c" % (-3.14159, 48879, "Z")
+    out.append(f'snprintf: {len(full)} "{full[:7]}" {len(str(-1234567890123))} 3 "" {len(sp)} "{sp}"\n')
+
+    a = "hello" + ", world" + "!!!"[:2]
+    out.append(f"strcat: {a} ({len(a)})\n")
+    out.append("strncpy: abc 0 0 x\n")
+    out.append(f"strncmp: {int('apple'[:2] == 'apricot'[:2])} {int('apple'[:3] < 'apricot'[:3])} 0 "
+               f"{int('b' > 'a')}\n")
+    s = "the quick brown fox"
+    out.append(f"strchr: {s[s.index('q'):]} | {s[s.rindex('o'):]} | {int('z' not in s)}\n")
+    out.append(f"strstr: {s[s.index('brown'):]} | {int('cat' not in s)} | {s}\n")
+    out.append(f"memchr: {s.index('k')} {int('k' not in s[:5])}\n")
+    spn = len("123abc") - len("123abc".lstrip("0123456789"))
+    cspn = min(i for i, c in enumerate("hello, world") if c in ",;")
+    out.append(f"spn: {spn} {cspn} {s[min(s.index(c) for c in 'kx' if c in s):]}\n")
+    tokens = [tok for tok in re.split("[ ,;]", "  alpha,beta;;gamma , delta ") if tok]
+    out.append("strtok:" + "".join(f" [{tok}]" for tok in tokens) + "\n")
+    out.append("strdup: duplicate 0\n")
+    out.append("ctype: " + " ".join(map(str, _ctype_counts())) + "\n")
+    word = "Mixed Case 123!"
+    out.append(f"upper: {word.upper()} lower: {word.lower()} 1 1\n")
+
+    out.append(f"atoi: {int('-42')} {int('+17')} {int('2147483647')} {int('-9000000000')}\n")
+    # (value, characters used) of strtol on the program's inputs, by Python's int()
+    parsed = [(int("1F", 16), 4), (int("755", 8), 4), (int("101", 2), 5), (int("-99"), 5), (int("z", 36), 1),
+              (int("12abc", 16), 5), (0, 1), (0, 0)]
+    out.append("strtol:" + "".join(f" {v}/{n}" for v, n in parsed) + "\n")
+    out.append(f"overflow: {INT_MIN} 1 11 {M32} 1 {-1 & M32} {M64} {int('-7fffffffffffffff', 16)}\n")
+    out.append(f"abs: 5 70000 5000000000 div {_cdiv(-17, 5)} {_crem(-17, 5)}\n")
+    r = _lcg_rand(1, 3) + _lcg_rand(2024, 2) + _lcg_rand(1, 1)
+    out.append("rand: " + " ".join(map(str, r)) + " 32767\n")
+    out.append(f"heap: {sum(i * i for i in range(10))} 0 aligned 1 1 reused 1 exhausted 1 again 1 huge 1\n")
+
+    seed, values = 7, []
+    for _ in range(16):
+        seed = (seed * 1103515245 + 12345) & M32
+        values.append((seed >> 16) % 1000 - 500)
+    v = sorted(values)
+    out.append(f"qsort: {v[0]} {v[3]} {v[7]} {v[8]} {v[12]} {v[15]} | bsearch 1 1\n")
+    names = ["pear", "apple", "fig", "banana", "cherry", "date", "kiwi", "grape", "lemon", "mango"]
+    out.append("names: " + " ".join(sorted(names)) + "\n")
+    items = sorted((((i * 7) % 5), chr(ord("a") + i)) for i in range(12))   # stable: ties by original order
+    out.append("stable:" + "".join(f" {k}{tag}" for k, tag in items) + "\n")
+    err = " fprintf %s %d" % ("to stderr", 99)
+    out.append(f"fputs to stdout, +-{err} ({len(err)}) getchar -1 EOF -1\n")
+    out.append("done\n")
+    return "".join(out)
+
+
 def _program(name, output, exit_code=0, description=""):
     if isinstance(output, tuple):
         output, exit_code = output
@@ -327,6 +430,7 @@ PROGRAMS = (
     _program("longlong", _longlong(), description="64-bit mul/div/rem/shifts (compiler runtime helpers)"),
     _program("muldiv", _muldiv(), description="M-extension edge cases via inline asm, Zba"),
     _program("tokenizer", _tokenizer(), description="table-driven DFA tokenizer"),
+    _program("libc", _libc(), description="the small libc: stdio/stdlib/string/ctype/assert headers, printf"),
 )
 
 PROGRAMS_BY_NAME = {p.name: p for p in PROGRAMS}

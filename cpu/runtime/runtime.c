@@ -38,161 +38,332 @@ void ebreak(int code)
         __asm__ volatile("ebreak" : : "r"(a0) : "memory");
 }
 
-/* ---- printf ---- */
+/* ---- printf: one formatter (__rt_vformat) for the console and for buffers (the sprintf family) ---- */
 
-/* Divide the 64-bit value *v by 10 in place, returning the remainder, using only 32-bit
- * arithmetic (16-bit limbs), so that printf needs no 64-bit division helper. */
-static unsigned divmod10_u64(uint64_t *v)
+/* Divide the 64-bit value *v by 10000 in place, returning the remainder, using only 32-bit
+ * arithmetic (16-bit limbs), so that printf needs no 64-bit division helper. (Division by a
+ * constant compiles to multiplications: the machine's divider takes 33 cycles.) */
+static unsigned divmod10000_u64(uint64_t *v)
 {
     uint32_t hi = (uint32_t)(*v >> 32), lo = (uint32_t)*v;
     uint32_t limbs[4] = {hi >> 16, hi & 0xffff, lo >> 16, lo & 0xffff};
     uint32_t r = 0;
     for (int i = 0; i < 4; i++) {
         uint32_t cur = (r << 16) | limbs[i];
-        limbs[i] = cur / 10;
-        r = cur % 10;
+        limbs[i] = cur / 10000;
+        r = cur % 10000;
     }
     *v = ((uint64_t)((limbs[0] << 16) | limbs[1]) << 32) | ((limbs[2] << 16) | limbs[3]);
     return r;
 }
 
-static int emit_padded(const char *s, int len, int width, int left, char pad, char sign)
+/* The decimal digits of v (>= 2^32), written backwards before d, 4 at a time while v needs 64
+ * bits; returns where they start. Out of line: a rare case, kept out of __rt_vformat's registers. */
+__attribute__((noinline)) static char *dec64(char *d, uint64_t v)
 {
-    /* sign (0 if none) goes before zero padding and after space padding */
-    int n = 0, total = len + (sign ? 1 : 0);
-    if (!left && pad == '0' && sign) {
-        putchar(sign);
-        n++;
-        sign = 0;
+    while (v >> 32) {
+        unsigned r = divmod10000_u64(&v);
+        for (int i = 0; i < 4; i++, r /= 10)
+            *--d = (char)('0' + r % 10);
     }
-    if (!left)
-        for (; total < width; total++, n++)
-            putchar(pad);
-    if (sign) {
-        putchar(sign);
-        n++;
+    for (uint32_t w = (uint32_t)v; w; w /= 10)
+        *--d = (char)('0' + w % 10);
+    return d;
+}
+
+/* Output: to the console when out == NULL, else into out, of which the first cap characters are
+ * stored; n counts every character. */
+static inline size_t put_run(char *out, size_t cap, size_t n, const char *s, int len)
+{
+    if (!out) {
+        for (int i = 0; i < len; i++)
+            *(volatile uint8_t *)CONSOLE_ADDR = (uint8_t)s[i];
+    } else {
+        for (int i = 0; i < len; i++)
+            if (n + i < cap)
+                out[n + i] = s[i];
     }
-    for (int i = 0; i < len; i++, n++)
-        putchar(s[i]);
-    if (left)
-        for (; total < width; total++, n++)
-            putchar(' ');
+    return len > 0 ? n + (size_t)len : n;
+}
+
+static inline size_t put_fill(char *out, size_t cap, size_t n, char c, int len)
+{
+    for (; len > 0; len--, n++) {
+        if (!out)
+            *(volatile uint8_t *)CONSOLE_ADDR = (uint8_t)c;
+        else if (n < cap)
+            out[n] = c;
+    }
     return n;
+}
+
+void __rt_out_write(struct __rt_out *o, const char *s, int n)
+{
+    o->n = put_run(o->buf, o->cap, o->n, s, n);
+}
+
+void __rt_out_pad(struct __rt_out *o, char c, int n)
+{
+    o->n = put_fill(o->buf, o->cap, o->n, c, n);
+}
+
+/* The flag characters ' ' '#' '+' '-' '0' as bits of (1 << (c - ' ')): __RT_F_* in runtime.h. */
+#define FLAG_CHARS (__RT_F_SPACE | __RT_F_ALT | __RT_F_PLUS | __RT_F_LEFT | __RT_F_ZERO)
+/* The length modifiers h j l q t z as bits 1 << (c - 'h') (L is tested apart). */
+#define LENGTH_CHARS \
+    (1u << 0 | 1u << ('j' - 'h') | 1u << ('l' - 'h') | 1u << ('q' - 'h') | 1u << ('t' - 'h') | 1u << ('z' - 'h'))
+
+int __rt_vformat(char *out, size_t cap, const char *fmt, va_list ap)
+{
+    size_t n = 0;
+    char buf[28];
+    for (;;) {
+        const char *lit = fmt;
+        char c;
+        if (!out) {
+            for (; (c = *fmt) != 0 && c != '%'; fmt++)
+                *(volatile uint8_t *)CONSOLE_ADDR = (uint8_t)c;
+        } else {
+            for (; (c = *fmt) != 0 && c != '%'; fmt++)
+                if (n + (size_t)(fmt - lit) < cap)
+                    out[n + (size_t)(fmt - lit)] = c;
+        }
+        n += (size_t)(fmt - lit);
+        if (!c)
+            break;
+        c = *++fmt;
+        fmt++;
+        unsigned flags = 0;
+        while ((unsigned)(c - ' ') <= 16 && ((FLAG_CHARS >> (c - ' ')) & 1)) {
+            flags |= 1u << (c - ' ');
+            c = *fmt++;
+        }
+        int width = 0;
+        if (c == '*') {
+            width = va_arg(ap, int);
+            if (width < 0) {
+                flags |= __RT_F_LEFT;
+                width = -width;
+            }
+            c = *fmt++;
+        } else {
+            while ((unsigned)(c - '0') < 10) {
+                width = width * 10 + (c - '0');
+                c = *fmt++;
+            }
+        }
+        int prec = -1;
+        if (c == '.') {
+            c = *fmt++;
+            if (c == '*') {
+                prec = va_arg(ap, int);
+                if (prec < 0)
+                    prec = -1;
+                c = *fmt++;
+            } else {
+                prec = 0;
+                while ((unsigned)(c - '0') < 10) {
+                    prec = prec * 10 + (c - '0');
+                    c = *fmt++;
+                }
+            }
+        }
+        /* length: 0 int, 1 long (32-bit, as int), 2 long long / intmax_t, -1 short, -2 char;
+         * size_t and ptrdiff_t are 32-bit */
+        int length = 0;
+        if ((unsigned)(c - 'h') <= 18 && ((LENGTH_CHARS >> (c - 'h')) & 1)) {
+            if (c == 'l') {
+                length = 1;
+                if (*fmt == 'l') {
+                    length = 2;
+                    fmt++;
+                }
+            } else if (c == 'h') {
+                length = -1;
+                if (*fmt == 'h') {
+                    length = -2;
+                    fmt++;
+                }
+            } else if (c == 'j' || c == 'q') {
+                length = 2;
+            }
+            c = *fmt++;
+        } else if (c == 'L') {
+            length = 2;
+            c = *fmt++;
+        }
+        if (!c)
+            break;
+        /* the field: [spaces] prefix [zeros] body [spaces] */
+        const char *body = buf;
+        int plen = 0, zeros = 0, blen;
+        unsigned base = 10;
+        uint64_t v;
+        switch (c) {
+        case 'd':
+        case 'i': {
+            int64_t s = length == 2 ? va_arg(ap, long long) : va_arg(ap, int);
+            if (length == -1)
+                s = (short)s;
+            else if (length == -2)
+                s = (signed char)s;
+            v = (uint64_t)s;
+            plen = 1;
+            if (s < 0) {
+                buf[0] = '-';
+                v = 0 - v;
+            } else if (flags & __RT_F_PLUS) {
+                buf[0] = '+';
+            } else if (flags & __RT_F_SPACE) {
+                buf[0] = ' ';
+            } else {
+                plen = 0;
+            }
+            goto integer;
+        }
+        case 'p':
+            v = (uintptr_t)va_arg(ap, void *);
+            buf[0] = '0';
+            buf[1] = 'x';
+            plen = 2;
+            base = 16;
+            goto integer;
+        case 'x':
+        case 'X':
+            base = 16;
+            goto unsigned_arg;
+        case 'o':
+            base = 8;
+            goto unsigned_arg;
+        case 'u':
+        unsigned_arg:
+            v = length == 2 ? va_arg(ap, unsigned long long) : va_arg(ap, unsigned int);
+            if (length == -1)
+                v = (unsigned short)v;
+            else if (length == -2)
+                v = (unsigned char)v;
+            if ((flags & __RT_F_ALT) && base == 16 && v) {
+                buf[0] = '0';
+                buf[1] = c;
+                plen = 2;
+            }
+        integer: {
+            /* the digits, right-aligned in buf; the prefix (plen characters) is at buf[0] */
+            const char *digits = c == 'X' ? "0123456789ABCDEF" : "0123456789abcdef";
+            char *end = buf + sizeof buf, *d = end;
+            int nonzero = v != 0;
+            if (base == 10) {
+                if (v >> 32)
+                    d = dec64(d, v);
+                else
+                    for (uint32_t w = (uint32_t)v; w; w /= 10)
+                        *--d = (char)('0' + w % 10);
+            } else { /* 8 or 16: shifts */
+                unsigned shift = base == 16 ? 4 : 3;
+                for (; v >> 32; v >>= shift)
+                    *--d = digits[(uint32_t)v & (base - 1)];
+                for (uint32_t w = (uint32_t)v; w; w >>= shift)
+                    *--d = digits[w & (base - 1)];
+            }
+            if (!nonzero && (prec != 0 || c == 'p'))
+                *--d = '0'; /* zero is "0", or nothing at precision 0 */
+            blen = (int)(end - d);
+            if (prec >= 0)
+                zeros = prec - blen;
+            else if ((flags & (__RT_F_ZERO | __RT_F_LEFT)) == __RT_F_ZERO)
+                zeros = width - plen - blen;
+            if (c == 'o' && (flags & __RT_F_ALT) && zeros <= 0 && (nonzero || !blen))
+                zeros = 1; /* %#o: the first digit is a 0 */
+            if (zeros < 0)
+                zeros = 0;
+            if (!zeros) { /* the usual case: the prefix goes right before the digits */
+                for (int i = plen; i > 0; i--)
+                    *--d = buf[i - 1];
+                blen += plen;
+                plen = 0;
+            }
+            body = d;
+            break;
+        }
+        case 's':
+            body = va_arg(ap, const char *);
+            if (!body)
+                body = "(null)";
+            blen = 0;
+            while ((prec < 0 || blen < prec) && body[blen])
+                blen++;
+            break;
+        case 'c':
+            buf[0] = (char)va_arg(ap, int);
+            blen = 1;
+            break;
+        case 'n': {
+            void *ptr = va_arg(ap, void *);
+            if (length == 2)
+                *(long long *)ptr = (long long)n;
+            else if (length == -1)
+                *(short *)ptr = (short)n;
+            else if (length == -2)
+                *(signed char *)ptr = (signed char)n;
+            else
+                *(int *)ptr = (int)n;
+            continue;
+        }
+        case 'f':
+        case 'F':
+        case 'e':
+        case 'E':
+        case 'g':
+        case 'G':
+        case 'a':
+        case 'A': {
+            /* doubles (long double, %Lf, is read as a double); formatted by printf_float.c, which
+             * cpu/toolchain.py links when the program uses floating point; else printed as is */
+            union {
+                double d;
+                uint64_t u;
+            } x = {.d = va_arg(ap, double)};
+            if (__rt_format_double && c != 'a' && c != 'A') {
+                struct __rt_out o = {out, cap, n};
+                __rt_format_double(&o, x.u, c, flags, width, prec);
+                n = o.n;
+                continue;
+            }
+        }
+            /* fall through */
+        default: /* %% and unknown conversions: printed as is (%% as %) */
+            buf[0] = '%';
+            buf[1] = c;
+            body = buf + (c == '%');
+            blen = 2 - (c == '%');
+            width = 0;
+            break;
+        }
+        int pad = width - plen - zeros - blen;
+        if (!(flags & __RT_F_LEFT) && pad > 0) {
+            n = put_fill(out, cap, n, ' ', pad);
+            pad = 0;
+        }
+        if (zeros) {
+            n = put_run(out, cap, n, buf, plen);
+            n = put_fill(out, cap, n, '0', zeros);
+        }
+        n = put_run(out, cap, n, body, blen);
+        n = put_fill(out, cap, n, ' ', pad);
+    }
+    return (int)n;
 }
 
 int vprintf(const char *fmt, va_list ap)
 {
-    int n = 0;
-    char buf[24];
-    for (; *fmt; fmt++) {
-        if (*fmt != '%') {
-            putchar(*fmt);
-            n++;
-            continue;
-        }
-        fmt++;
-        int left = 0;
-        char pad = ' ';
-        for (;; fmt++) {
-            if (*fmt == '-')
-                left = 1;
-            else if (*fmt == '0')
-                pad = '0';
-            else
-                break;
-        }
-        int width = 0;
-        if (*fmt == '*') {
-            width = va_arg(ap, int);
-            if (width < 0) {
-                left = 1;
-                width = -width;
-            }
-            fmt++;
-        } else {
-            while (*fmt >= '0' && *fmt <= '9')
-                width = width * 10 + (*fmt++ - '0');
-        }
-        if (left)
-            pad = ' ';
-        int longlong = 0;
-        while (*fmt == 'l') {
-            longlong += 1;
-            fmt++;
-        }
-        longlong = longlong >= 2;
-        char c = *fmt;
-        if (c == 0)
-            break;
-        switch (c) {
-        case '%':
-            putchar('%');
-            n++;
-            break;
-        case 'c':
-            buf[0] = (char)va_arg(ap, int);
-            n += emit_padded(buf, 1, width, left, ' ', 0);
-            break;
-        case 's': {
-            const char *s = va_arg(ap, const char *);
-            if (!s)
-                s = "(null)";
-            n += emit_padded(s, (int)strlen(s), width, left, ' ', 0);
-            break;
-        }
-        case 'd':
-        case 'i':
-        case 'u':
-        case 'x':
-        case 'X':
-        case 'p': {
-            uint64_t v;
-            char sign = 0;
-            if (c == 'd' || c == 'i') {
-                int64_t s = longlong ? va_arg(ap, long long) : va_arg(ap, int);
-                if (s < 0) {
-                    sign = '-';
-                    v = (uint64_t)0 - (uint64_t)s;
-                } else
-                    v = (uint64_t)s;
-            } else if (c == 'p') {
-                v = (uintptr_t)va_arg(ap, void *);
-            } else {
-                v = longlong ? va_arg(ap, unsigned long long) : va_arg(ap, unsigned int);
-            }
-            int len = 0;
-            char *end = buf + sizeof buf;
-            if (c == 'd' || c == 'i' || c == 'u') {
-                do {
-                    *--end = (char)('0' + divmod10_u64(&v));
-                    len++;
-                } while (v);
-            } else {
-                const char *digits = c == 'X' ? "0123456789ABCDEF" : "0123456789abcdef";
-                do {
-                    *--end = digits[(uint32_t)v & 15];
-                    v >>= 4;
-                    len++;
-                } while (v);
-            }
-            n += emit_padded(end, len, width, left, pad, sign);
-            break;
-        }
-        default: /* unknown conversion: print it as is */
-            putchar('%');
-            putchar(c);
-            n += 2;
-            break;
-        }
-    }
-    return n;
+    return __rt_vformat(NULL, 0, fmt, ap);
 }
 
 int printf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vprintf(fmt, ap);
+    int n = __rt_vformat(NULL, 0, fmt, ap);
     va_end(ap);
     return n;
 }
