@@ -25,7 +25,7 @@ from .gadgets.ffn_threshold import Neuron, configure_mlp
 from .gadgets.layout import NORM_WEIGHT, ResidualLayout
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .lower import allocate_pairs, lower_logic
-from .protocol import IN, OUT, REG, Field, TraceProtocol
+from .protocol import IN, MA, REG, TraceProtocol
 from .schedule import Schedule, schedule
 from .target import FULL, LINEAR, Target
 
@@ -38,6 +38,7 @@ class Compiled:
     schedule: Schedule
     layout: ResidualLayout
     initial_registers: dict     # "reg:NAME" -> init value
+    initial_memory: dict        # address -> word (non-zero initial words of the written memory)
     stats: dict
 
 
@@ -55,14 +56,22 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     """Compile ``netlist`` (the LUT flow's netlist of a design without memories) into a model.
 
     Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
-    if netlist.memories:
-        raise Netlist2TFError(
-            f"{netlist.top} has memories ({', '.join(m.name for m in netlist.memories)}); the compiler "
-            f"does not lower memories yet (docs/COMPILER.md 2: memories commit at the frame's end)")
     clocks = {r.clock for r in netlist.registers}
     proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits)
-    heads = max(1, len(proto.inputs) + len(proto.registers))
-    probe = schedule(netlist, compile_target(layers, heads, head_dim))
+    for m in netlist.memories:
+        if any(rp.clocked for rp in m.read_ports):
+            raise Netlist2TFError(f"memory {m.name} has a synchronous read port; compile the lut flow's "
+                                  f"netlist (memory_nordff turns it into a register and a read)")
+        if not m.write_ports:
+            raise Netlist2TFError(f"memory {m.name} is read-only; ROMs are not lowered yet")
+    piece = head_dim // 4                     # bits per DeltaNet head (quarter packing)
+    probe = schedule(netlist, compile_target(layers, 1 << 20, head_dim))
+    heads_per_layer = [0] * layers
+    heads_per_layer[0] = len(proto.inputs) + len(proto.registers)
+    for (mem, port), layer in probe.read_layer.items():
+        width = next(m.width for m in netlist.memories if m.name == mem)
+        heads_per_layer[min(layer, layers - 1)] += -(-width // piece)
+    heads = max(1, max(heads_per_layer))
     pairs = allocate_pairs(netlist, probe)
 
     # Extra pairs after the logic's: token value, write keys, read rows, emit one-hot, emit parity,
@@ -78,7 +87,11 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     extra("key_in", len(proto.inputs))
     extra("key_reg", 2 * len(proto.registers))
     extra("rp", 2)
-    emit_chunks = [(OUT, c.index) for c in proto.outputs] + [(REG, c.index) for c in proto.registers]
+    mems = {m.name: m for m in netlist.memories}
+    extra("wa", mems[proto.memory].size if proto.memory else 0)
+    for (mem, port) in sorted(probe.read_layer):
+        extra(f"ra:{mem}:{port}", mems[mem].size)
+    emit_chunks = list(proto.generated)
     extra("emit", len(emit_chunks))
     extra("ep", 1)
     extra("ev", chunk_bits)
@@ -91,9 +104,20 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     def P(name, i=0):
         return layout.pair(names[name][i])
 
-    # The logic, then the emit selection in the last layer's FFN.
+    # The logic, the memory address decoders, then the emit selection in the last layer's FFN.
     d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
     neurons = lower_logic(netlist, probe, layout, pairs)
+    for (mem, port) in sorted(probe.read_layer):
+        rp = mems[mem].read_ports[port]
+        level = max((probe.level.get(n, 0) for n in rp.addr), default=0)
+        for a in range(mems[mem].size):
+            fixed = [(n, (a >> i) & 1) for i, n in enumerate(rp.addr)]
+            if any(n in (CONST0, CONST1, CONSTX) and int(n == CONST1) != bit for n, bit in fixed):
+                continue                          # a constant address bit rules this word out
+            lits = [(layout.pair(pairs[n])[0 if bit else 1], 1) for n, bit in fixed
+                    if n not in (CONST0, CONST1, CONSTX)]
+            out = P(f"ra:{mem}:{port}", a)
+            neurons[level].append(Neuron(tuple(lits), 1 - len(lits), ((out[0], 1), (out[1], -1))))
     select: list[Neuron] = []
     for e, (kind, idx) in enumerate(emit_chunks):
         chunk = proto.chunks_of(kind)[idx]
@@ -148,6 +172,25 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                              out_pairs=[layout.pair(pairs[n]) for n in c.bits], head=head)
             head += 1
 
+        # Memory read ports: one copy of the memory per read port (and per `piece` bits), in the
+        # mixer of the read's layer; written at the frame's last MD token from the MA/MD fields.
+        used = {0: head}
+        n_md = len(proto.mem_data)
+        for (mem, port) in sorted(sched.read_layer):
+            layer = sched.read_layer[(mem, port)]
+            rp = mems[mem].read_ports[port]
+            mixer = m.layers[layer].linear_attn
+            for lo in range(0, mems[mem].width, piece):
+                bits = range(lo, min(lo + piece, mems[mem].width))
+                configure_memory(
+                    mixer, one=layout.one, head=used.get(layer, 0),
+                    write_addr=[P("wa", a)[0] for a in range(mems[mem].size)],
+                    read_addr=[P(f"ra:{mem}:{port}", a)[0] for a in range(mems[mem].size)],
+                    value_pairs=[P("tv", i % chunk_bits) for i in bits],
+                    value_lags=[n_md - 1 - i // chunk_bits for i in bits], write_lag=n_md,
+                    out_pairs=[layout.pair(pairs[rp.data[i]]) for i in bits])
+                used[layer] = used.get(layer, 0) + 1
+
         # Embedding: one active residual vector per token.
         emb = m.embed_tokens.weight
         for tok in range(proto.vocab_size):
@@ -157,6 +200,10 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                 bits[names["key_in"][f.chunk]] = 1
             elif f.kind == REG:
                 bits[names["key_reg"][2 * f.chunk + f.parity]] = 1
+            elif f.kind == MA and f.value & 1:
+                addr = f.value >> 1
+                if addr < len(names["wa"]):
+                    bits[names["wa"][addr]] = 1
             bits[names["rp"][proto.read_parity(f)]] = 1
             nxt = proto.next_field_kind(f)
             if nxt is not None:
@@ -179,11 +226,12 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                 head_w[tok, ev[0] if (f.value >> i) & 1 else ev[1]] = 1.0
 
     inits = {f"reg:{r.name}": r.init for r in netlist.registers}
+    memory = {a: w for a, w in enumerate(mems[proto.memory].init) if w} if proto.memory else {}
     params = sum(p.numel() for p in model.parameters())
     nonzero = sum(int(torch.count_nonzero(p)) for p in model.parameters())
     stats = {"layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
-             "neurons_per_layer": [len(n) for n in neurons], "deltanet_heads": heads,
+             "neurons_per_layer": [len(n) for n in neurons], "deltanet_heads": heads_per_layer,
              "tokens_per_cycle": proto.tokens_per_cycle, "generated_tokens_per_cycle":
-             len(proto.outputs) + len(proto.registers), "vocab_size": proto.vocab_size,
+             len(proto.generated), "vocab_size": proto.vocab_size,
              "parameters": params, "nonzero": nonzero, "depth": sched.depth}
-    return Compiled(model, proto, sched, layout, inits, stats)
+    return Compiled(model, proto, sched, layout, inits, memory, stats)

@@ -138,7 +138,7 @@ def cmd_compile(args) -> int:
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
           f"logic depth {s['depth']}, FFN neurons per layer {s['neurons_per_layer']}", file=sys.stderr)
-    print(f"  {s['deltanet_heads']} DeltaNet heads, vocabulary {s['vocab_size']}, {s['tokens_per_cycle']} "
+    print(f"  DeltaNet heads per layer {s['deltanet_heads']}, vocabulary {s['vocab_size']}, {s['tokens_per_cycle']} "
           f"tokens per cycle ({s['generated_tokens_per_cycle']} generated), {s['parameters']:,} parameters, "
           f"{s['nonzero']:,} non-zero", file=sys.stderr)
     return 0
@@ -151,7 +151,7 @@ def cmd_verify(args) -> int:
     model, protocol, netlist, inits, meta = load_checkpoint(args.checkpoint, _dtype(args.dtype))
     t0 = time.perf_counter()
     div, _ = verify_model(model, protocol, netlist, inits, args.cycles, args.batch, args.seed,
-                          prefill=not args.token_by_token)
+                          prefill=not args.token_by_token, initial_memory=meta["initial_memory"])
     dt = time.perf_counter() - t0
     if div is not None:
         print(f"DIVERGENCE {div}")

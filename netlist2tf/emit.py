@@ -35,7 +35,9 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
         (tmp / "trace_protocol.json").write_text(compiled.protocol.to_json())
         (tmp / "netlist.json").write_text(netlist_json)
         meta = {"format": FORMAT, "chunk_bits": compiled.protocol.chunk_bits,
-                "initial_registers": compiled.initial_registers, "dtype": str(dtype).split(".")[-1],
+                "initial_registers": compiled.initial_registers,
+                "initial_memory": {str(a): w for a, w in compiled.initial_memory.items()},
+                "dtype": str(dtype).split(".")[-1],
                 "settings": settings or {}, "stats": compiled.stats}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
         if folder.exists():
@@ -48,7 +50,8 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
 
 
 def load_checkpoint(folder, dtype=None):
-    """(model, protocol, netlist, initial registers, meta) of an emitted folder.
+    """(model, protocol, netlist, initial registers, meta) of an emitted folder; the initial memory
+    words are ``meta["initial_memory"]`` ({address: word}, keys as ints).
 
     Raises Netlist2TFError naming the missing or malformed file."""
     from transformers import AutoModelForCausalLM
@@ -76,4 +79,5 @@ def load_checkpoint(folder, dtype=None):
     if model.config.vocab_size != protocol.vocab_size:
         raise Netlist2TFError(f"{folder}: the model's vocabulary ({model.config.vocab_size}) does not "
                               f"match its trace protocol ({protocol.vocab_size}); recompile it")
+    meta["initial_memory"] = {int(a): w for a, w in meta.get("initial_memory", {}).items()}
     return model, protocol, netlist, meta["initial_registers"], meta

@@ -23,9 +23,10 @@ class ModelRun:
 
 
 def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: list, cycles: int,
-              prefill: bool = True) -> ModelRun:
+              prefill: bool = True, initial_memory: dict | None = None) -> ModelRun:
     """Run ``cycles`` cycles on a batch: ``inputs[row][cycle]`` is that row's {input port: value}.
 
+    ``initial_memory`` ({address: word}) is written by prompt tokens.
     ``prefill=True`` feeds each stretch of known tokens (the prompt, each cycle's inputs) in one call
     (the chunked DeltaNet path); ``False`` feeds every token alone (the recurrent path).
     Raises TraceError when the generated tokens break the protocol.
@@ -34,10 +35,10 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
     if B == 0:
         raise Netlist2TFError("run_model needs at least one batch row of inputs")
     device = next(model.parameters()).device
-    seqs = [list(protocol.initial_tokens(initial_registers)) for _ in range(B)]
+    seqs = [list(protocol.initial_tokens(initial_registers, initial_memory)) for _ in range(B)]
     pending = [list(s) for s in seqs]          # tokens not yet fed to the model
     cache = None
-    n_gen = len(protocol.outputs) + len(protocol.registers)
+    n_gen = len(protocol.generated)
     outputs = [[] for _ in range(B)]
     registers = [[] for _ in range(B)]
 

@@ -4,8 +4,8 @@ Levels (see docs/COMPILER.md 1): the *level* of a net is the first layer whose F
 
 * design inputs, register outputs and synchronous memory read data: level 0 (their state is read by
   layer 0's mixer, before layer 0's FFN);
-* an asynchronous memory read whose address has level a is done by the mixer of the first DeltaNet
-  layer >= a; its data then has that layer's level;
+* an asynchronous memory read whose address has level a is decoded to a one-hot address by layer a's
+  FFN and done by the mixer of the first DeltaNet layer >= a + 1; its data has that layer's level;
 * a combinational cell whose inputs have at most level l is computed by layer l's FFN; its outputs have
   level l + 1.
 
@@ -141,9 +141,9 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
             rp = mem.read_ports[port]
             a = max((net_level(n) for n in rp.addr), default=0)
             deepest = max(rp.addr, key=net_level)
-            layer = next((i for i in range(a, L) if target.layer_types[i] == LINEAR), None)
+            layer = next((i for i in range(a + 1, L) if target.layer_types[i] == LINEAR), None)
             if layer is None:
-                layer = a if a >= L else L     # no DeltaNet layer left: reported below as too deep
+                layer = max(a + 1, L)          # no DeltaNet layer left: reported below as too deep
             read_layer[(mem.name, port)] = layer
             for n in rp.data:
                 level[n] = layer
@@ -169,6 +169,11 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
     for name, layer in cell_layer.items():
         if layer < L:
             neurons[layer] += sum(neuron_cost(f) for f in functions[name])
+    mems = {m.name: m for m in netlist.memories}
+    for (mem, port), layer in read_layer.items():
+        a = max((net_level(n) for n in mems[mem].read_ports[port].addr), default=0)
+        if a < L:
+            neurons[a] += mems[mem].size          # the address decoder: one minterm per word
     problems = []
     if depth > L - 1:
         chain = "\n    ".join(f"level {lvl}: {what}" for what, lvl in path)

@@ -26,7 +26,7 @@ class Divergence:
 
 
 def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int, batch: int = 1,
-                 seed: int = 0, prefill: bool = True):
+                 seed: int = 0, prefill: bool = True, initial_memory: dict | None = None):
     """Run both; return (the first Divergence or None, the ModelRun)."""
     # The simulator's run, recorded per row: the inputs it got, its outputs, its state after each edge.
     sim = Simulator(netlist, batch=batch)
@@ -43,7 +43,8 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
             inputs[row][k] = {n: int(v[0]) if batch == 1 else int(v[row]) for n, v in vals.items()}
             outputs[row][k] = {n: pick(v) for n, v in out.items()}
             regs[row][k] = {n: pick(v) for n, v in state.items() if n.startswith("reg:")}
-    run = run_model(model, protocol, initial_registers, inputs, cycles, prefill=prefill)
+    run = run_model(model, protocol, initial_registers, inputs, cycles, prefill=prefill,
+                    initial_memory=initial_memory)
     for k in range(cycles):
         for row in range(batch):
             for n, v in outputs[row][k].items():

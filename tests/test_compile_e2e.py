@@ -15,7 +15,8 @@ from netlist2tf.schedule import ScheduleError
 from netlist2tf.verify import verify_model
 
 LAYERS = {"hdl.examples.counter:Counter": 5, "hdl.examples.lfsr:LFSR": 6,
-          "hdl.examples.multiplier:PipelinedMultiplier": 10}
+          "hdl.examples.multiplier:PipelinedMultiplier": 10, "hdl.examples.fifo:FIFO": 8,
+          "hdl.examples.regfile:RegisterFile": 3}
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +35,10 @@ def checkpoints(tmp_path_factory, build_dir):
 
 
 def _verify(folder, cycles, batch, dtype=torch.float32, prefill=True, seed=0):
-    model, protocol, netlist, inits, _ = load_checkpoint(folder, dtype)
+    model, protocol, netlist, inits, meta = load_checkpoint(folder, dtype)
     assert type(model).__name__ == "Qwen3_5ForCausalLM"
-    div, run = verify_model(model, protocol, netlist, inits, cycles, batch, seed, prefill)
+    div, run = verify_model(model, protocol, netlist, inits, cycles, batch, seed, prefill,
+                            initial_memory=meta["initial_memory"])
     assert div is None, str(div)
     return run
 
@@ -47,15 +49,27 @@ def test_counter_thousand_cycles_batch_8(checkpoints):
     assert run.registers[0][-1] != run.registers[1][-1] or run.outputs[0] != run.outputs[1]
 
 
-@pytest.mark.parametrize("design", ["hdl.examples.lfsr:LFSR", "hdl.examples.multiplier:PipelinedMultiplier"])
+OTHERS = ["hdl.examples.lfsr:LFSR", "hdl.examples.multiplier:PipelinedMultiplier",
+          "hdl.examples.fifo:FIFO", "hdl.examples.regfile:RegisterFile"]
+
+
+@pytest.mark.parametrize("design", OTHERS)
 def test_other_designs(design, checkpoints):
     _verify(checkpoints(design), cycles=30, batch=2)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("design", ["hdl.examples.lfsr:LFSR", "hdl.examples.multiplier:PipelinedMultiplier"])
+@pytest.mark.parametrize("design", OTHERS)
 def test_thousand_cycles_batch_8(design, checkpoints):
     _verify(checkpoints(design), cycles=1000, batch=8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_memory_design_token_by_token(dtype, checkpoints):
+    """The register file (initial contents written by prompt tokens, an asynchronous read port and a
+    synchronous one) through the recurrent DeltaNet path, in both dtypes."""
+    _verify(checkpoints("hdl.examples.regfile:RegisterFile"), cycles=20, batch=2, dtype=dtype,
+            prefill=False, seed=3)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -99,10 +113,12 @@ def test_too_deep_names_path_and_numbers(build_dir):
         assemble(nl, layers=11)
 
 
-def test_memories_are_refused_clearly(build_dir):
-    nl = parse_netlist(synthesize("hdl.examples.fifo:FIFO", "lut", build_dir).json_text)
-    with pytest.raises(Netlist2TFError, match=r"has memories \(storage\); the compiler does not lower "
-                                              r"memories yet"):
+def test_two_write_ports_are_refused_clearly(build_dir):
+    from pathlib import Path
+    design = f"{Path(__file__).parent}/designs/unusual.py:TwoWritePorts"
+    nl = parse_netlist(synthesize(design, "lut", build_dir).json_text)
+    with pytest.raises(Netlist2TFError, match=r"has 2 memory write ports; the compiler commits one "
+                                              r"write per cycle so far"):
         assemble(nl)
 
 
@@ -113,6 +129,9 @@ def test_malformed_trace_is_rejected(build_dir):
     outs, regs = proto.decode_frame(0, good)
     # the lut flow gives one flip-flop per bit: chunk value 6 spreads over 8 one-bit registers
     assert outs == {"count": 5, "wrap": 1} and list(regs.values()) == [0, 1, 1, 0, 0, 0, 0, 0]
+    # after the frame's last token the next frame's registers are read; inside it, this frame's
+    last = proto.field(good[-1])
+    assert proto.read_parity(last) == 1 and proto.read_parity(proto.field(good[0])) == 0
     with pytest.raises(TraceError, match="cycle 0, token 2: got reg chunk 0 parity 0, expected reg chunk 0 parity 1"):
         proto.decode_frame(0, good[:2] + [proto.token(Field(REG, 0, 0, 6))])
     with pytest.raises(TraceError, match="token 99999 is outside the trace vocabulary"):

@@ -470,7 +470,8 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     (one,) = _channels("one", [one], hidden)
     write_addr = _channels("write_addr", write_addr, hidden)
     read_addr = _channels("read_addr", read_addr, hidden)
-    _channels("value_pairs", [c for p in value_pairs for c in p], hidden)
+    for i, pair in enumerate(value_pairs):   # a channel may feed several bits from different lags
+        _channels(f"value_pairs[{i}]", pair, hidden)
     _channels("out_pairs", [c for p in out_pairs for c in p], hidden)
 
     w_norm = calibrate_norm_weight(dk, dv, module.norm.variance_epsilon, packing)
@@ -502,6 +503,9 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     for lag in [write_lag, *value_lags]:
         if not 0 <= lag < K:
             raise Netlist2TFError(f"lag {lag} is outside the conv kernel (0..{K - 1})")
+    sources = [(tuple(p), lag) for p, lag in zip(value_pairs, value_lags)]
+    if len(set(sources)) != len(sources):
+        raise Netlist2TFError(f"value_pairs: two bits read the same channels at the same lag {sources}")
 
     def tap(lag: int) -> torch.Tensor:
         t = torch.zeros(K)
