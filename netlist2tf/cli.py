@@ -5,6 +5,7 @@
                           [--outputs FILE] [--compare-amaranth]
     netlist2tf compile DESIGN [--layers 11] [--dtype float32|bfloat16] [--out DIR]
     netlist2tf verify CHECKPOINT [--cycles N] [--batch B] [--dtype ...] [--token-by-token]
+    netlist2tf report DESIGN [--layers 11] [--out DIR]
 
 DESIGN is ``module.path:Class``, ``path/to/file.py:Class``, an ``.il``/``.v`` file, or (for ``sim``)
 a Yosys ``.json`` netlist. Errors in the user's input print one message and exit with status 2; a
@@ -144,6 +145,22 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    import re
+    from .assemble import assemble
+    from .frontend import synthesize
+    from .ir import parse_netlist
+    from .report import build_report, write_report
+
+    result = synthesize(args.design, flow="lut", build_dir=args.build_dir)
+    netlist = parse_netlist(result.json_text, str(result.json_path))
+    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits)
+    out = Path(args.out) if args.out else Path(args.build_dir) / "reports" / re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
+    js, page = write_report(build_report(netlist, compiled), out)
+    print(f"{args.design}: layer-assignment report {page} (data: {js})", file=sys.stderr)
+    return 0
+
+
 def cmd_verify(args) -> int:
     from .emit import load_checkpoint
     from .verify import verify_model
@@ -203,6 +220,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--build-dir", default="build")
     p.add_argument("--no-cache", action="store_true")
     p.set_defaults(func=cmd_compile)
+
+    p = sub.add_parser("report", help="layer-assignment report (JSON + HTML with plots)")
+    p.add_argument("design")
+    p.add_argument("--layers", type=int, default=11)
+    p.add_argument("--chunk-bits", type=int, default=8)
+    p.add_argument("--out", help="folder (default BUILD/reports/DESIGN)")
+    p.add_argument("--build-dir", default="build")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("verify", help="run a checkpoint with transformers against the netlist simulator")
     p.add_argument("checkpoint")

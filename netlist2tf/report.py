@@ -1,0 +1,127 @@
+"""The layer-assignment report: where every cell, register and memory went, as JSON and an HTML page.
+
+Per layer: FFN neurons and DeltaNet heads used against capacity, which design cells live there
+(grouped by source location: the Amaranth ``src`` attribute, or for LUTs without one the signal they
+drive), residual channel pressure (bit pairs live after the layer), the largest pre-activation
+magnitude (exactness headroom: bfloat16 is exact up to 256, every pre-activation is an integer so the
+smallest distance to a neuron's threshold is 1); the critical path drawn through the layers; totals.
+Deterministic: the same design gives byte-identical files (plots are PNGs without timestamps).
+"""
+
+import base64
+import html
+import io
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+from .assemble import Compiled
+from .gadgets.ffn_threshold import BF16_LIMIT
+from .ir import Netlist
+
+
+def _group(netlist: Netlist, name: str, cell) -> str:
+    if cell.src:
+        return re.sub(r"^.*/", "", cell.src.split("|")[0])
+    outs = [str(netlist.nets[n]) for _, sig in cell.outputs for n in sig]
+    base = re.sub(r"\[\d+\]$", "", outs[0]) if outs else name
+    return "(no source) " + (base if not base.startswith("$") else "generated logic")
+
+
+def build_report(netlist: Netlist, compiled: Compiled) -> dict:
+    """The report as a JSON-able dict (see the module docstring)."""
+    sched, stats = compiled.schedule, compiled.stats
+    target = sched.target
+    cells = {c.name: c for c in netlist.cells}
+    layers = []
+    level_counts = Counter(sched.level.values())
+    live = 0
+    model = compiled.model.model
+    for i in range(target.num_layers):
+        groups = Counter(_group(netlist, n, cells[n]) for n, layer in sched.cell_layer.items() if layer == i)
+        gate = model.layers[i].mlp.gate_proj.weight
+        # |pre-activation| bound of each neuron: sum of |integer weights| (inputs are 0/1 bits)
+        bound = int((gate.abs().sum(dim=1) / 128).max().item()) if gate.numel() else 0
+        live += level_counts.get(i, 0)
+        layers.append({
+            "layer": i, "type": target.layer_types[i],
+            "ffn_neurons": stats["neurons_per_layer"][i], "ffn_capacity": target.intermediate_size,
+            "deltanet_heads": stats["deltanet_heads"][i], "deltanet_capacity": target.linear_num_value_heads,
+            "memory_reads": sorted(f"{m}.{p}" for (m, p), layer in sched.read_layer.items() if layer == i),
+            "cells": len([1 for layer in sched.cell_layer.values() if layer == i]),
+            "cells_by_source": dict(sorted(groups.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "live_pairs": live, "max_abs_preactivation": bound,
+            "bf16_exact": bound <= BF16_LIMIT, "smallest_margin": 1,
+        })
+    return {
+        "design": netlist.top, "layers": target.num_layers, "hidden_size": stats["hidden_size"],
+        "intermediate_size": stats["intermediate_size"], "logic_depth": sched.depth,
+        "critical_path": [{"level": lvl, "node": what} for what, lvl in sched.critical_path],
+        "per_layer": layers,
+        "totals": {"parameters": stats["parameters"], "nonzero": stats["nonzero"],
+                   "tokens_per_cycle": stats["tokens_per_cycle"],
+                   "generated_tokens_per_cycle": stats["generated_tokens_per_cycle"],
+                   "vocab_size": stats["vocab_size"], "residual_pairs": compiled.layout.n_pairs},
+    }
+
+
+def _plot(report: dict) -> bytes:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    per = report["per_layer"]
+    xs = [p["layer"] for p in per]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    ax = axes[0]
+    ax.bar(xs, [p["ffn_neurons"] for p in per], label="used")
+    ax.axhline(per[0]["ffn_capacity"], color="k", ls="--", lw=1, label="capacity")
+    ax.set(title="FFN neurons per layer", xlabel="layer")
+    ax.legend(loc="upper center")
+    ax = axes[1]
+    ax.bar(xs, [p["live_pairs"] for p in per], color="tab:orange")
+    ax.set(title="residual bit pairs in use (no reuse yet)", xlabel="layer")
+    ax = axes[2]
+    path = report["critical_path"]
+    ax.plot([p["level"] for p in path], range(len(path)), "o-", color="tab:red")
+    ax.set(title="critical path (level = FFN layer)", xlabel="level", ylabel="step")
+    ax.set_xlim(-0.5, report["layers"] - 0.5)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def write_report(report: dict, folder) -> tuple[Path, Path]:
+    """Write ``report.json`` and ``report.html`` (with the plots inlined) into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    js = folder / "report.json"
+    js.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
+    png = base64.b64encode(_plot(report)).decode()
+    rows = "".join(
+        f"<tr><td>{p['layer']}</td><td>{p['type']}</td><td>{p['ffn_neurons']}/{p['ffn_capacity']}</td>"
+        f"<td>{p['deltanet_heads']}/{p['deltanet_capacity']}</td><td>{html.escape(', '.join(p['memory_reads']))}</td>"
+        f"<td>{p['cells']}</td><td>{p['live_pairs']}</td><td>{p['max_abs_preactivation']}"
+        f"{'' if p['bf16_exact'] else ' (over bf16 limit)'}</td>"
+        f"<td>{html.escape('; '.join(f'{k}: {v}' for k, v in list(p['cells_by_source'].items())[:6]))}</td></tr>"
+        for p in report["per_layer"])
+    path = "".join(f"<li>level {p['level']}: {html.escape(p['node'])}</li>" for p in report["critical_path"])
+    t = report["totals"]
+    page = f"""<!doctype html><html><head><meta charset="utf-8"><title>netlist2tf report: {html.escape(report['design'])}</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px}}</style></head><body>
+<h1>Layer assignment of {html.escape(report['design'])}</h1>
+<p>{report['layers']} layers, hidden size {report['hidden_size']}, FFN intermediate size {report['intermediate_size']},
+logic depth {report['logic_depth']}. {t['parameters']:,} parameters ({t['nonzero']:,} non-zero), vocabulary {t['vocab_size']},
+{t['tokens_per_cycle']} tokens per cycle ({t['generated_tokens_per_cycle']} generated), {t['residual_pairs']} residual bit pairs.</p>
+<img alt="per-layer plots" src="data:image/png;base64,{png}">
+<h2>Per layer</h2><table><tr><th>layer</th><th>type</th><th>FFN neurons</th><th>DeltaNet heads</th><th>memory reads</th>
+<th>cells</th><th>live pairs</th><th>max |pre-activation|</th><th>cells by source</th></tr>{rows}</table>
+<p>Every pre-activation is an integer: the smallest distance of any neuron from its threshold is 1 in every layer.</p>
+<h2>Critical path</h2><ol>{path}</ol></body></html>
+"""
+    out = folder / "report.html"
+    out.write_text(page)
+    return js, out

@@ -1,0 +1,38 @@
+"""The layer-assignment report: numbers cross-checked against the schedule and the model's weights,
+and byte-identical output for the same design."""
+
+import json
+
+from netlist2tf import cli
+from netlist2tf.assemble import assemble
+from netlist2tf.frontend import synthesize
+from netlist2tf.ir import parse_netlist
+from netlist2tf.report import build_report, write_report
+
+
+def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
+    nl = parse_netlist(synthesize("hdl.examples.fifo:FIFO", "lut", build_dir).json_text)
+    compiled = assemble(nl, layers=8)
+    report = build_report(nl, compiled)
+    per = report["per_layer"]
+    assert len(per) == 8 and report["logic_depth"] == compiled.schedule.depth == 6
+    # neurons per layer equal the non-zero rows of each layer's gate projection
+    for p, layer in zip(per, compiled.model.model.layers):
+        rows = int((layer.mlp.gate_proj.weight.abs().sum(dim=1) > 0).sum())
+        assert p["ffn_neurons"] == rows
+        assert p["max_abs_preactivation"] <= 256 and p["bf16_exact"]
+    assert per[0]["deltanet_heads"] == 4 and per[1]["memory_reads"] == ["storage.0"]
+    assert sum(p["cells"] for p in per) == len(nl.cells)
+    levels = [step["level"] for step in report["critical_path"]]
+    assert levels == sorted(levels) and levels[-1] == 6
+    assert report["totals"]["tokens_per_cycle"] == 8
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    write_report(report, a)
+    write_report(build_report(nl, assemble(nl, layers=8)), b)
+    for name in ("report.json", "report.html"):
+        assert (a / name).read_bytes() == (b / name).read_bytes()
+    assert json.loads((a / "report.json").read_text())["design"] == "top"
+    assert cli.main(["report", "hdl.examples.counter:Counter", "--out", str(tmp_path / "c"),
+                     "--build-dir", str(build_dir)]) == 0
+    assert "<img alt=\"per-layer plots\" src=\"data:image/png;base64," in (tmp_path / "c" / "report.html").read_text()
