@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import torch
 
 from .errors import Netlist2TFError
-from .gadgets.deltanet_memory import clear_module, configure_memory
+from .gadgets.deltanet_memory import calibrate_read, clear_module, configure_memory
 from .gadgets.ffn_threshold import Neuron, configure_mlp
 from .gadgets.layout import NORM_WEIGHT, ResidualLayout
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .lower import allocate_pairs, lower_logic
 from .protocol import IN, MA, REG, TraceProtocol
-from .schedule import Schedule, schedule
+from .schedule import Schedule, ScheduleError, schedule
 from .target import FULL, LINEAR, Target
 
 
@@ -42,6 +42,12 @@ class Compiled:
     stats: dict
 
 
+def memory_capacity_slots(d_k: int) -> int:
+    """Words one DeltaNet head holds with key head dim ``d_k`` (d_k = 128 gives one up to the exact
+    query scale: see gadgets/deltanet_memory.py)."""
+    return d_k - (1 if calibrate_read(d_k).query_dummy is not None else 0)
+
+
 def compile_target(layers: int, heads: int, head_dim: int = 64) -> Target:
     """A standalone target shaped for ``assemble``: DeltaNet layers with the last one full attention;
     hidden and intermediate sizes are filled in by ``assemble`` from the design's needs."""
@@ -52,9 +58,14 @@ def compile_target(layers: int, heads: int, head_dim: int = 64) -> Target:
                   head_dim, 1, 1, 16, name=f"standalone-{layers}")
 
 
-def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64) -> Compiled:
-    """Compile ``netlist`` (the LUT flow's netlist of a design without memories) into a model.
+def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64,
+             target: Target | None = None, check_only: bool = False):
+    """Compile ``netlist`` (the LUT flow's netlist) into a model.
 
+    Without ``target`` the model is shaped for the design (``layers`` layers, DeltaNet heads of
+    ``head_dim``). With a ``target`` (e.g. ``Target.from_config_json`` of a Qwen3.5 checkpoint) the
+    model uses exactly its per-layer shapes, or the error lists every number that does not fit.
+    ``check_only``: stop after the fit check and return the demands (no weights are built).
     Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
     clocks = {r.clock for r in netlist.registers}
     proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits)
@@ -64,8 +75,22 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                                   f"netlist (memory_nordff turns it into a register and a read)")
         if not m.write_ports:
             raise Netlist2TFError(f"memory {m.name} is read-only; ROMs are not lowered yet")
-    piece = head_dim // 4                     # bits per DeltaNet head (quarter packing)
-    probe = schedule(netlist, compile_target(layers, 1 << 20, head_dim))
+    if target is not None:
+        layers, types = target.num_layers, target.layer_types
+        dk, dv = target.linear_key_head_dim, target.linear_value_head_dim
+        group = target.linear_num_value_heads // target.linear_num_key_heads
+    else:
+        types = compile_target(layers, 1, head_dim).layer_types
+        dk = dv = head_dim
+        group = 1
+    if types[0] != LINEAR or FULL not in types:
+        raise Netlist2TFError("the compiled model needs a DeltaNet layer first (register reads) and "
+                              f"at least one full-attention layer; the target's layers are {list(types)}")
+    piece = dv // 4                           # bits per DeltaNet head (quarter packing)
+    if chunk_bits > piece:
+        raise Netlist2TFError(f"{chunk_bits}-bit chunks need DeltaNet value heads of at least "
+                              f"{4 * chunk_bits} dims, not {dv}")
+    probe = schedule(netlist, Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16, name="probe"))
     heads_per_layer = [0] * layers
     heads_per_layer[0] = len(proto.inputs) + len(proto.registers)
     for (mem, port), layer in probe.read_layer.items():
@@ -99,6 +124,9 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     hidden = 1 + 2 * n_pairs
     hidden += 8 + (64 * hidden) // (127 * 127)          # room for the anchors
     hidden = (hidden + 7) // 8 * 8
+    needed = hidden
+    if target is not None:
+        hidden = max(hidden, target.hidden_size)         # report the need, build with the target's
     layout = ResidualLayout.build(hidden, n_pairs)
 
     def P(name, i=0):
@@ -132,12 +160,23 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                                      ((ev[0], 1), (ev[1], -1))))
     neurons[layers - 1] = neurons[layers - 1] + select
     intermediate = max(8, max(len(n) for n in neurons))
-    target = Target(hidden, intermediate, compile_target(layers, heads, head_dim).layer_types,
-                    heads, heads, head_dim, head_dim, 1, 1, 16, name=f"standalone-{layers}")
+    if target is None:
+        target = Target(hidden, intermediate, types, heads, heads, dk, dv, 1, 1, 16,
+                        name=f"standalone-{layers}")
+    else:
+        problems = target.fits(hidden_channels=needed, neurons_per_layer=[len(n) for n in neurons],
+                               deltanet_heads_per_layer=[h * group for h in heads_per_layer],
+                               attention_heads_per_layer=[])
+        big = [f"memory {m.name} has {m.size} words, a DeltaNet head of the target holds "
+               f"{memory_capacity_slots(dk)}" for m in netlist.memories if m.size > memory_capacity_slots(dk)]
+        if problems or big:
+            raise ScheduleError(f"{netlist.top} does not fit the target {target.name} ({target.source}):\n  - "
+                                + "\n  - ".join(problems + big))
     sched = schedule(netlist, target)
-    if 2 * chunk_bits > head_dim:
-        raise Netlist2TFError(f"a {chunk_bits}-bit chunk needs DeltaNet value heads of at least "
-                              f"{2 * chunk_bits} dims, not {head_dim}")
+    if check_only:
+        return {"target": target.name, "fits": True, "hidden_channels": needed,
+                "neurons_per_layer": [len(n) for n in neurons], "deltanet_heads_per_layer": heads_per_layer,
+                "depth": sched.depth, "layers": layers, "vocab_size": proto.vocab_size}
 
     from transformers import Qwen3_5ForCausalLM
 
@@ -156,20 +195,20 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                 clear_module(layer.linear_attn)
             configure_mlp(layer.mlp, neurons[i], layout.one, torch.bfloat16)
 
-        # Layer 0: the storage heads.
+        # Layer 0: the storage heads (one per key head: value heads sharing a key head share addresses).
         mixer = m.layers[0].linear_attn
         head = 0
         for c in proto.inputs:
             configure_memory(mixer, one=layout.one, write_addr=[P("key_in", c.index)[0]],
                              read_addr=[layout.one], value_pairs=[P("tv", i) for i in range(len(c.bits))],
-                             out_pairs=[layout.pair(pairs[n]) for n in c.bits], head=head)
+                             out_pairs=[layout.pair(pairs[n]) for n in c.bits], head=head * group)
             head += 1
         for c in proto.registers:
             configure_memory(mixer, one=layout.one,
                              write_addr=[P("key_reg", 2 * c.index)[0], P("key_reg", 2 * c.index + 1)[0]],
                              read_addr=[P("rp", 0)[0], P("rp", 1)[0]],
                              value_pairs=[P("tv", i) for i in range(len(c.bits))],
-                             out_pairs=[layout.pair(pairs[n]) for n in c.bits], head=head)
+                             out_pairs=[layout.pair(pairs[n]) for n in c.bits], head=head * group)
             head += 1
 
         # Memory read ports: one copy of the memory per read port (and per `piece` bits), in the
@@ -183,7 +222,7 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
             for lo in range(0, mems[mem].width, piece):
                 bits = range(lo, min(lo + piece, mems[mem].width))
                 configure_memory(
-                    mixer, one=layout.one, head=used.get(layer, 0),
+                    mixer, one=layout.one, head=used.get(layer, 0) * group,
                     write_addr=[P("wa", a)[0] for a in range(mems[mem].size)],
                     read_addr=[P(f"ra:{mem}:{port}", a)[0] for a in range(mems[mem].size)],
                     value_pairs=[P("tv", i % chunk_bits) for i in bits],

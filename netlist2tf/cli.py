@@ -3,7 +3,7 @@
     netlist2tf synth DESIGN [--flow word|gate|lut] [-o FILE] [--dump]
     netlist2tf sim DESIGN --cycles N [--vcd FILE] [--batch B] [--seed S] [--stimulus FILE]
                           [--outputs FILE] [--compare-amaranth]
-    netlist2tf compile DESIGN [--layers 11] [--dtype float32|bfloat16] [--out DIR]
+    netlist2tf compile DESIGN [--layers 11] [--target CONFIG.json [--check-fit]] [--dtype ...] [--out DIR]
     netlist2tf verify CHECKPOINT [--cycles N] [--batch B] [--dtype ...] [--token-by-token]
     netlist2tf report DESIGN [--layers 11] [--out DIR]
 
@@ -128,10 +128,19 @@ def cmd_compile(args) -> int:
     from .frontend import synthesize
     from .ir import parse_netlist
 
+    from .target import Target
+
     result = synthesize(args.design, flow="lut", build_dir=args.build_dir, use_cache=not args.no_cache)
     netlist = parse_netlist(result.json_text, str(result.json_path))
+    target = Target.from_config_json(args.target, layers=args.layers) if args.target else None
     t0 = time.perf_counter()
-    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits)
+    if args.check_fit:
+        fit = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, target=target, check_only=True)
+        print(f"{args.design} fits {fit['target']}: {fit['layers']} layers, {fit['hidden_channels']} residual "
+              f"channels, FFN neurons per layer {fit['neurons_per_layer']}, DeltaNet heads per layer "
+              f"{fit['deltanet_heads_per_layer']}")
+        return 0
+    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, target=target)
     out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
     emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
                     settings={"design": args.design, "layers": args.layers, "chunk_bits": args.chunk_bits})
@@ -216,6 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layers", type=int, default=11, help="layers of the compiled model (default 11)")
     p.add_argument("--chunk-bits", type=int, default=8, help="value bits per trace token (default 8)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p.add_argument("--target", help="a Qwen3.5 config.json (or its folder): use its per-layer shapes exactly")
+    p.add_argument("--check-fit", action="store_true",
+                   help="only say whether the design fits (the target), with the numbers; build nothing")
     p.add_argument("--out", help="checkpoint folder (default BUILD/compiled/DESIGN)")
     p.add_argument("--build-dir", default="build")
     p.add_argument("--no-cache", action="store_true")

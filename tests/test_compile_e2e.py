@@ -149,3 +149,49 @@ def test_cli_compile_and_verify(tmp_path, capsys, build_dir):
     assert "equals the netlist simulator on every output and register in 30 cycles x 2 rows" in capsys.readouterr().err
     assert cli.main(["verify", str(tmp_path / "missing")]) == 2
     assert "is not a netlist2tf checkpoint: config.json is missing" in capsys.readouterr().err
+
+
+def _qwen_like(tmp_path, hidden, intermediate):
+    """A Qwen3.5-shaped text config (DeltaNet heads of 128, 2 value heads per key head, the
+    [linear x3, full] pattern), small enough to build in a test."""
+    import json
+    cfg = {"model_type": "qwen3_5_text", "hidden_size": hidden, "intermediate_size": intermediate,
+           "num_hidden_layers": 8, "layer_types": ["linear_attention"] * 3 + ["full_attention"],
+           "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+           "linear_num_key_heads": 4, "linear_num_value_heads": 8, "linear_key_head_dim": 128,
+           "linear_value_head_dim": 128, "vocab_size": 1000}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_compile_onto_qwen_shapes(tmp_path, build_dir):
+    """d_k = 128 heads grouped 2:1 and the checkpoint's layer pattern, used exactly; exact runs."""
+    from netlist2tf.target import Target
+    target = Target.from_config_json(_qwen_like(tmp_path, 512, 256), layers=8)
+    result = synthesize("hdl.examples.counter:Counter", "lut", build_dir)
+    compiled = assemble(parse_netlist(result.json_text), target=target)
+    cfg = compiled.model.config
+    assert (cfg.hidden_size, cfg.intermediate_size, cfg.linear_key_head_dim, cfg.linear_num_value_heads) == \
+        (512, 256, 128, 8)
+    assert list(cfg.layer_types) == ["linear_attention"] * 3 + ["full_attention"] + \
+        ["linear_attention"] * 3 + ["full_attention"]
+    folder = emit_checkpoint(compiled, result.json_text, tmp_path / "ckpt")
+    _verify(folder, cycles=40, batch=2)
+    _verify(folder, cycles=15, batch=2, dtype=torch.bfloat16, prefill=False)
+
+
+def test_too_wide_for_a_qwen_target(tmp_path, build_dir, capsys):
+    path = _qwen_like(tmp_path, 64, 16)
+    assert cli.main(["compile", "hdl.examples.lfsr:LFSR", "--target", str(path), "--layers", "8",
+                     "--build-dir", str(build_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit the target" in err
+    assert "the residual stream needs 240 channels, the target's hidden size is 64" in err
+    assert "layer 0 needs 97 FFN neurons, the target has 16 per layer" in err
+    # 3 input + 2 register chunks, each on its own key head of 2 value heads: 10 of 8
+    assert "layer 0 needs 10 DeltaNet value heads, the target has 8 per layer" in err
+    path = _qwen_like(tmp_path, 512, 256)
+    assert cli.main(["compile", "hdl.examples.counter:Counter", "--target", str(path), "--layers", "8",
+                     "--check-fit", "--build-dir", str(build_dir)]) == 0
+    assert "fits" in capsys.readouterr().out
