@@ -65,7 +65,12 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
 
 
 def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers) -> ModelRun:
-    for cycle in range(cycles):
+    import sys
+
+    from tqdm import tqdm
+
+    for cycle in tqdm(range(cycles), desc="cycles", unit="cycle", file=sys.stderr,
+                      disable=not sys.stderr.isatty() or cycles < 50):
         for row in range(B):
             toks = protocol.input_tokens(cycle, inputs[row][cycle] if cycle < len(inputs[row]) else {})
             pending[row] += toks
