@@ -19,12 +19,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Main job (grows with the project): synthesize the FIFO example, simulate 1,000 cycles of random
-# input against Amaranth's own simulator and write the waveform; then build the RV32 CPU from hdl/,
+# Main job (grows with the project): simulate the FIFO example against Amaranth's own simulator
+# (waveform in build/), compile it into a Qwen3.5-architecture checkpoint, run that with stock
+# transformers against the simulator and write its layer report; then build the RV32 CPU from hdl/,
 # compile a C program and run it on the CPU's netlist, and on unicorn for comparison.
 run: $(STAMP)
 	$(VENV)/bin/netlist2tf sim hdl.examples.fifo:FIFO --cycles 1000 --seed 1 \
 		--vcd build/fifo.vcd --compare-amaranth
+	$(VENV)/bin/netlist2tf compile hdl.examples.fifo:FIFO --layers 8 --out build/compiled/fifo
+	$(VENV)/bin/netlist2tf verify build/compiled/fifo --cycles 200 --batch 4
+	$(VENV)/bin/netlist2tf report hdl.examples.fifo:FIFO --layers 8 --out build/reports/fifo
 	$(VENV)/bin/netlist2tf synth 'hdl.rv32:Core'
 	$(VENV)/bin/cpu run cpu/programs/hello.c --engine netlist --trace build/hello.trace
 	$(VENV)/bin/cpu run cpu/programs/hello.c --engine unicorn
