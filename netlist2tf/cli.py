@@ -121,18 +121,24 @@ def _dtype(name):
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
 
 
-def cmd_compile(args) -> int:
+def _compile_inputs(args):
+    """(synthesis result, netlist, target or None, default output folder name) for compile/report."""
     import re
-    from .assemble import assemble
-    from .emit import emit_checkpoint
     from .frontend import synthesize
     from .ir import parse_netlist
-
     from .target import Target
 
     result = synthesize(args.design, flow="lut", build_dir=args.build_dir, use_cache=not args.no_cache)
     netlist = parse_netlist(result.json_text, str(result.json_path))
     target = Target.from_config_json(args.target, layers=args.layers) if args.target else None
+    return result, netlist, target, re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
+
+
+def cmd_compile(args) -> int:
+    from .assemble import assemble
+    from .emit import emit_checkpoint
+
+    result, netlist, target, name = _compile_inputs(args)
     t0 = time.perf_counter()
     if args.check_fit:
         fit = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, target=target, check_only=True)
@@ -141,7 +147,7 @@ def cmd_compile(args) -> int:
               f"{fit['deltanet_heads_per_layer']}")
         return 0
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, target=target)
-    out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
+    out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / name
     emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
                     settings={"design": args.design, "layers": args.layers, "chunk_bits": args.chunk_bits})
     s = compiled.stats
@@ -155,16 +161,12 @@ def cmd_compile(args) -> int:
 
 
 def cmd_report(args) -> int:
-    import re
     from .assemble import assemble
-    from .frontend import synthesize
-    from .ir import parse_netlist
     from .report import build_report, write_report
 
-    result = synthesize(args.design, flow="lut", build_dir=args.build_dir)
-    netlist = parse_netlist(result.json_text, str(result.json_path))
-    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits)
-    out = Path(args.out) if args.out else Path(args.build_dir) / "reports" / re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
+    _, netlist, target, name = _compile_inputs(args)
+    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, target=target)
+    out = Path(args.out) if args.out else Path(args.build_dir) / "reports" / name
     js, page = write_report(build_report(netlist, compiled), out)
     print(f"{args.design}: layer-assignment report {page} (data: {js})", file=sys.stderr)
     return 0
@@ -220,25 +222,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run Amaranth's simulator on the same inputs and stop at the first difference")
     p.set_defaults(func=cmd_sim)
 
+    def compile_args(p, out_help):
+        p.add_argument("design", help="module.path:Class, path/to/file.py:Class or file.il/.v")
+        p.add_argument("--layers", type=int, default=11, help="layers of the compiled model (default 11)")
+        p.add_argument("--chunk-bits", type=int, default=8, help="value bits per trace token (default 8)")
+        p.add_argument("--target", help="a Qwen3.5 config.json (or its folder): use its per-layer shapes exactly")
+        p.add_argument("--out", help=out_help)
+        p.add_argument("--build-dir", default="build")
+        p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")
+
     p = sub.add_parser("compile", help="schedule + weights -> a checkpoint folder (stock transformers loads it)")
-    p.add_argument("design", help="module.path:Class, path/to/file.py:Class or file.il/.v")
-    p.add_argument("--layers", type=int, default=11, help="layers of the compiled model (default 11)")
-    p.add_argument("--chunk-bits", type=int, default=8, help="value bits per trace token (default 8)")
+    compile_args(p, "checkpoint folder (default BUILD/compiled/DESIGN)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
-    p.add_argument("--target", help="a Qwen3.5 config.json (or its folder): use its per-layer shapes exactly")
     p.add_argument("--check-fit", action="store_true",
                    help="only say whether the design fits (the target), with the numbers; build nothing")
-    p.add_argument("--out", help="checkpoint folder (default BUILD/compiled/DESIGN)")
-    p.add_argument("--build-dir", default="build")
-    p.add_argument("--no-cache", action="store_true")
     p.set_defaults(func=cmd_compile)
 
     p = sub.add_parser("report", help="layer-assignment report (JSON + HTML with plots)")
-    p.add_argument("design")
-    p.add_argument("--layers", type=int, default=11)
-    p.add_argument("--chunk-bits", type=int, default=8)
-    p.add_argument("--out", help="folder (default BUILD/reports/DESIGN)")
-    p.add_argument("--build-dir", default="build")
+    compile_args(p, "folder (default BUILD/reports/DESIGN)")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("verify", help="run a checkpoint with transformers against the netlist simulator")
