@@ -1,13 +1,16 @@
 """Assemble a compiled model: schedule + protocol -> the weights of a ``Qwen3_5ForCausalLM``.
 
-The model (docs/COMPILER.md 2), for a design without memories:
+The model (docs/COMPILER.md 2), for a design with registers and at most one memory write port:
 
 * **embedding**: each token's row is an active residual vector (``layout.initial``) carrying the
   token's value bits (TV pairs), the storage write key it implies (register chunk j, row = parity;
-  input chunk j), the register row to read at this position (RP pairs), and what the model must emit
-  next: a one-hot over OUT/REG chunks (EMIT pairs) and that token's parity (EP pair);
+  input chunk j; the one-hot memory address of an enabled MA token), the register row to read at this
+  position (RP pairs), and what the model must emit next: a one-hot over the generated chunks (EMIT
+  pairs) and that token's parity (EP pair);
 * **layer 0's mixer** (DeltaNet): one memory head per input chunk (1 row) and per register chunk
   (2 rows, the frame-parity double buffer), read into the source bit pairs of the logic;
+* **memory reads**: the address decoded to one-hot pairs by an FFN, then a DeltaNet head per read
+  port (and per 16 bits) in a later layer, written at the frame's last MD token from the MA/MD tokens;
 * **FFNs**: the scheduled logic (``lower.lower_logic``); the last layer's FFN also copies the bits of
   the chunk to emit into the EV pairs (an AND-OR over the EMIT one-hot);
 * **LM head**: the score of token T is the number of its fields that match EMIT/EP/EV, so the right
@@ -48,14 +51,12 @@ def memory_capacity_slots(d_k: int) -> int:
     return d_k - (1 if calibrate_read(d_k).query_dummy is not None else 0)
 
 
-def compile_target(layers: int, heads: int, head_dim: int = 64) -> Target:
-    """A standalone target shaped for ``assemble``: DeltaNet layers with the last one full attention;
-    hidden and intermediate sizes are filled in by ``assemble`` from the design's needs."""
+def standalone_layer_types(layers: int) -> tuple[str, ...]:
+    """DeltaNet layers with the last one full attention (the attention layer transformers' cache
+    expects); the widths of a standalone model are filled in by ``assemble`` from the design's needs."""
     if layers < 2:
         raise Netlist2TFError("the compiled model needs at least 2 layers (state reads, then logic)")
-    # Widths are unbounded here: the schedule probes the design's needs first.
-    return Target(1 << 30, 1 << 30, (LINEAR,) * (layers - 1) + (FULL,), heads, heads, head_dim,
-                  head_dim, 1, 1, 16, name=f"standalone-{layers}")
+    return (LINEAR,) * (layers - 1) + (FULL,)
 
 
 def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64,
@@ -80,7 +81,7 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
         dk, dv = target.linear_key_head_dim, target.linear_value_head_dim
         group = target.linear_num_value_heads // target.linear_num_key_heads
     else:
-        types = compile_target(layers, 1, head_dim).layer_types
+        types = standalone_layer_types(layers)
         dk = dv = head_dim
         group = 1
     if types[0] != LINEAR or FULL not in types:
