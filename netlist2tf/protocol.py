@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass
 
 from .errors import Netlist2TFError
-from .ir import Netlist
+from .ir import CONST0, CONST1, CONSTX, Netlist
 
 IN, OUT, REG, MA, MD = "in", "out", "reg", "ma", "md"
 KINDS = (IN, OUT, REG, MA, MD)
@@ -56,7 +56,7 @@ class TraceProtocol:
     outputs: tuple[Chunk, ...]
     registers: tuple[Chunk, ...]
     input_ports: tuple[tuple[str, int], ...]     # (name, width) in chunk order
-    output_ports: tuple[tuple[str, int], ...]
+    output_ports: tuple[tuple[str, tuple[int, ...]], ...]   # (name, its nets; constants 0/1/2)
     register_names: tuple[tuple[str, int], ...]  # (state name "reg:NAME", width)
     mem_addr: tuple[Chunk, ...] = ()             # () or (the MA chunk: enable net, address nets)
     mem_data: tuple[Chunk, ...] = ()             # the MD chunks
@@ -65,15 +65,24 @@ class TraceProtocol:
     @staticmethod
     def from_netlist(netlist: Netlist, clock_nets=frozenset(), chunk_bits: int = 8) -> "TraceProtocol":
         def chunks(kind, items):
-            flat = [(n, f"{name}[{i}]") for name, sig in items for i, n in enumerate(sig)]
+            flat = [(n, f"{name}[{i}]" if len(sig) > 1 else name) for name, sig in items
+                    for i, n in enumerate(sig)]
             return tuple(Chunk(kind, j, tuple(n for n, _ in flat[s:s + chunk_bits]),
                                tuple(nm for _, nm in flat[s:s + chunk_bits]))
                          for j, s in enumerate(range(0, len(flat), chunk_bits)))
         ins = [(p.name, p.bits) for p in netlist.inputs if not set(p.bits) & set(clock_nets)]
-        outs = [(p.name, p.bits) for p in netlist.outputs]
+        # Output chunks carry each distinct non-constant output net once (outputs often share nets,
+        # and constant bits need no token); the host rebuilds every port from them.
+        seen = {}
+        for p in netlist.outputs:
+            for n in p.bits:
+                if n not in (CONST0, CONST1, CONSTX) and n not in seen:
+                    seen[n] = str(netlist.nets[n])
+        outs = [(name, (n,)) for n, name in seen.items()]
         regs = [(f"reg:{r.name}", r.q) for r in netlist.registers]
         if not regs and not outs:
-            raise Netlist2TFError(f"{netlist.top} has neither outputs nor registers: nothing to compile")
+            raise Netlist2TFError(f"{netlist.top} has no registers and no non-constant outputs: the "
+                                  f"model would have nothing to generate")
         ports = [(m, wp) for m in netlist.memories for wp in m.write_ports]
         if len(ports) > 1:
             raise Netlist2TFError(f"{netlist.top} has {len(ports)} memory write ports; the compiler "
@@ -96,7 +105,8 @@ class TraceProtocol:
                                       f"tokens, at most 3 reach the write through the conv taps")
             mem = m.name
         return TraceProtocol(chunk_bits, chunks(IN, ins), chunks(OUT, outs), chunks(REG, regs),
-                             tuple((n, len(s)) for n, s in ins), tuple((n, len(s)) for n, s in outs),
+                             tuple((n, len(s)) for n, s in ins),
+                             tuple((p.name, p.bits) for p in netlist.outputs),
                              tuple((n, len(s)) for n, s in regs), ma, md, mem)
 
     # -- token ids -----------------------------------------------------------------------------
@@ -224,8 +234,11 @@ class TraceProtocol:
                                  f"{f.parity}, expected {want[0]} chunk {want[1]} parity {want[2]}")
             values.append(f.value)
         n_out, n_reg = len(self.outputs), len(self.registers)
-        return (self._unpack(values[:n_out], self.output_ports),
-                self._unpack(values[n_out:n_out + n_reg], self.register_names))
+        bits = [(v >> i) & 1 for v in values[:n_out] for i in range(self.chunk_bits)]
+        net_value = {n: b for n, b in zip((n for c in self.outputs for n in c.bits), bits)}
+        net_value.update({CONST0: 0, CONST1: 1, CONSTX: 0})
+        outputs = {name: sum(net_value[n] << i for i, n in enumerate(nets)) for name, nets in self.output_ports}
+        return outputs, self._unpack(values[n_out:n_out + n_reg], self.register_names)
 
     def _unpack(self, chunk_values, names) -> dict:
         bits = [(v >> i) & 1 for v in chunk_values for i in range(self.chunk_bits)]

@@ -29,8 +29,8 @@ NORM_WEIGHT = SCALE - 1    # the decoder RMSNorm multiplies by (1 + weight)
 ANCHOR_MAX = 127
 
 
-def _four_squares(n: int) -> tuple[int, ...]:
-    """Integers a_i <= ANCHOR_MAX, at most four, with sum(a_i**2) == n (n < 4 * 128**2)."""
+def _four_squares(n: int) -> tuple[int, ...] | None:
+    """Integers a_i <= ANCHOR_MAX, at most four, with sum(a_i**2) == n; None if there are none."""
     limit = min(ANCHOR_MAX, int(n ** 0.5))
     for a in range(limit, -1, -1):
         r1 = n - a * a
@@ -41,7 +41,7 @@ def _four_squares(n: int) -> tuple[int, ...]:
                 d = int(round(r3 ** 0.5))
                 if d <= c and d * d == r3:
                     return tuple(v for v in (a, b, c, d) if v)
-    raise AssertionError(f"{n} is not a sum of four squares below {ANCHOR_MAX + 1}")  # Lagrange
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +62,18 @@ class ResidualLayout:
         """
         remainder = SCALE * SCALE * hidden_size - n_pairs - 1
         anchors = []
-        while remainder >= 4 * (ANCHOR_MAX + 1) ** 2:
+        while remainder >= 3 * ANCHOR_MAX ** 2:
             anchors.append(ANCHOR_MAX)
             remainder -= ANCHOR_MAX * ANCHOR_MAX
-        anchors += _four_squares(remainder)
+        while True:
+            # Near the top of the range a number may need a square above 127**2; every number
+            # below 127**2 is a sum of four smaller squares (Lagrange), so this ends.
+            rest = _four_squares(remainder) if remainder >= 0 else ()
+            if rest is not None:
+                break
+            anchors.append(ANCHOR_MAX)
+            remainder -= ANCHOR_MAX * ANCHOR_MAX
+        anchors += rest
         used = 1 + 2 * n_pairs + len(anchors)
         if remainder < 0 or used > hidden_size:
             raise Netlist2TFError(

@@ -150,3 +150,13 @@ def test_range_and_capacity_errors():
     configure_mlp(mlp, [wide], layout.one, torch.float32)   # fine in float32
     with pytest.raises(Netlist2TFError, match=r"5 FFN neurons needed but the layer has 4"):
         configure_mlp(mlp, [wide] * 5, layout.one)
+
+
+def test_anchors_exist_for_every_size():
+    """sum(x**2) == 64 * hidden exactly for many hidden sizes and pair counts (the anchor search
+    must also handle remainders that need more than four squares of at most 127)."""
+    for hidden in list(range(48, 6000, 37)) + [2560, 3360, 4096]:
+        for n in (0, 1, hidden // 4, hidden // 2 - 24):
+            layout = ResidualLayout.build(hidden, n)
+            assert n + 1 + sum(v * v for _, v in layout.anchors) == 64 * hidden
+            assert all(0 < v <= 127 for _, v in layout.anchors)
