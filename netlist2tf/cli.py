@@ -4,7 +4,7 @@
     netlist2tf sim DESIGN --cycles N [--vcd FILE] [--batch B] [--seed S] [--stimulus FILE]
                           [--outputs FILE] [--compare-amaranth]
     netlist2tf compile DESIGN [--layers 11] [--target CONFIG.json [--check-fit]] [--dtype ...] [--out DIR]
-    netlist2tf verify CHECKPOINT [--cycles N] [--batch B] [--dtype ...] [--token-by-token]
+    netlist2tf verify CHECKPOINT [--cycles N] [--batch B] [--dtype ...] [--token-by-token | --teacher-forced]
     netlist2tf report DESIGN [--layers 11] [--out DIR]
 
 DESIGN is ``module.path:Class``, ``path/to/file.py:Class``, an ``.il``/``.v`` file, or (for ``sim``)
@@ -174,20 +174,28 @@ def cmd_report(args) -> int:
 
 def cmd_verify(args) -> int:
     from .emit import load_checkpoint
-    from .verify import verify_model
+    from .verify import verify_model, verify_teacher_forced
 
     model, protocol, netlist, inits, meta = load_checkpoint(args.checkpoint, _dtype(args.dtype))
     t0 = time.perf_counter()
-    div, _ = verify_model(model, protocol, netlist, inits, args.cycles, args.batch, args.seed,
-                          prefill=not args.token_by_token, initial_memory=meta["initial_memory"])
+    if args.teacher_forced:
+        if args.token_by_token:
+            raise Netlist2TFError("--teacher-forced checks the trace in long forward calls; it cannot "
+                                  "be combined with --token-by-token")
+        div, _ = verify_teacher_forced(model, protocol, netlist, inits, args.cycles, args.batch,
+                                       args.seed, meta["initial_memory"], window=args.window)
+        mode = "teacher-forced"
+    else:
+        mode = "token by token" if args.token_by_token else "prefill"
+        div, _ = verify_model(model, protocol, netlist, inits, args.cycles, args.batch, args.seed,
+                              prefill=not args.token_by_token, initial_memory=meta["initial_memory"])
     dt = time.perf_counter() - t0
     if div is not None:
         print(f"DIVERGENCE {div}")
         return 1
     tokens = args.cycles * args.batch * protocol.tokens_per_cycle
     print(f"{args.checkpoint}: the model equals the netlist simulator on every output and register in "
-          f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, "
-          f"{'token by token' if args.token_by_token else 'prefill'}); {tokens / dt:,.0f} tokens/s",
+          f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, {mode}); {tokens / dt:,.0f} tokens/s",
           file=sys.stderr)
     return 0
 
@@ -250,6 +258,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
     p.add_argument("--token-by-token", action="store_true",
                    help="feed known tokens one at a time (recurrent DeltaNet path) instead of prefilling")
+    p.add_argument("--teacher-forced", action="store_true",
+                   help="feed the simulator's whole trace in long forward calls and check the model's "
+                        "greedy choice at every generated position (same proof, much faster)")
+    p.add_argument("--window", type=int, default=1024, help="positions per forward call with --teacher-forced")
     p.set_defaults(func=cmd_verify)
     return ap
 
