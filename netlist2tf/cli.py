@@ -1,6 +1,6 @@
 """The ``netlist2tf`` command line: one subcommand per pipeline stage, each a thin driver.
 
-    netlist2tf synth DESIGN [--flow word|gate|lut] [-o FILE] [--dump]
+    netlist2tf synth DESIGN [--flow word|gate|lut|macro] [-o FILE] [--dump]
     netlist2tf sim DESIGN --cycles N [--vcd FILE] [--batch B] [--seed S] [--stimulus FILE]
                           [--outputs FILE] [--compare-amaranth]
     netlist2tf compile DESIGN [--layers 11] [--target CONFIG.json [--check-fit]] [--dtype ...] [--out DIR]
@@ -128,7 +128,7 @@ def _compile_inputs(args):
     from .ir import parse_netlist
     from .target import Target
 
-    result = synthesize(args.design, flow="lut", build_dir=args.build_dir, use_cache=not args.no_cache)
+    result = synthesize(args.design, flow=args.flow, build_dir=args.build_dir, use_cache=not args.no_cache)
     netlist = parse_netlist(result.json_text, str(result.json_path))
     target = Target.from_config_json(args.target, layers=args.layers) if args.target else None
     return result, netlist, target, re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
@@ -149,7 +149,8 @@ def cmd_compile(args) -> int:
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, target=target)
     out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / name
     emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
-                    settings={"design": args.design, "layers": args.layers, "chunk_bits": args.chunk_bits})
+                    settings={"design": args.design, "flow": args.flow, "layers": args.layers,
+                              "chunk_bits": args.chunk_bits})
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
@@ -206,8 +207,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def design_args(p):
         p.add_argument("design", help="module.path:Class, path/to/file.py:Class, file.il/.v, or netlist .json")
-        p.add_argument("--flow", choices=("word", "gate", "lut"), default="word",
-                       help="Yosys mapping: word-level cells (default), simple gates, or 4-LUTs")
+        p.add_argument("--flow", choices=("word", "gate", "lut", "macro"), default="word",
+                       help="Yosys mapping: word-level cells (default), simple gates, 4-LUTs, or 4-LUTs "
+                            "with word-level adders/comparators ($alu, the compiler's default)")
         p.add_argument("--build-dir", default="build", help="cache and output folder (default: build)")
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")
 
@@ -234,6 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("design", help="module.path:Class, path/to/file.py:Class or file.il/.v")
         p.add_argument("--layers", type=int, default=11, help="layers of the compiled model (default 11)")
         p.add_argument("--chunk-bits", type=int, default=8, help="value bits per trace token (default 8)")
+        p.add_argument("--flow", choices=("macro", "lut"), default="macro",
+                       help="macro (default): adders and comparisons as threshold-circuit macros, the rest "
+                            "as 4-LUTs; lut: everything as 4-LUTs (deeper)")
         p.add_argument("--target", help="a Qwen3.5 config.json (or its folder): use its per-layer shapes exactly")
         p.add_argument("--out", help=out_help)
         p.add_argument("--build-dir", default="build")

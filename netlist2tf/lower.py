@@ -42,8 +42,11 @@ def allocate_pairs(netlist: Netlist, sched: Schedule) -> dict[int, int]:
     return pairs
 
 
-def bit_neurons(f: BitFunction, layout: ResidualLayout, pairs: dict[int, int]) -> list[Neuron]:
-    """The neurons writing f's output bit to its pair (the cheaper of f's minterms and 1 - not f's)."""
+def bit_neurons(f, layout: ResidualLayout, pairs: dict[int, int]) -> list[Neuron]:
+    """The neurons writing f's output bit to its pair: a macro's threshold function lowers its steps;
+    a truth table the cheaper of its minterms and 1 - (not f)'s."""
+    if not isinstance(f, BitFunction):
+        return f.neurons(layout, pairs)
     out = layout.pair(pairs[f.out])
     ins = [layout.pair(pairs[n]) for n in f.support]
     full = (1 << (1 << len(f.support))) - 1

@@ -39,7 +39,8 @@ def build_report(netlist: Netlist, compiled: Compiled) -> dict:
     live = 0
     model = compiled.model.model
     for i in range(target.num_layers):
-        groups = Counter(_group(netlist, n, cells[n]) for n, layer in sched.cell_layer.items() if layer == i)
+        groups = Counter(_group(netlist, n, cells[sched.unit_cell[n]])
+                         for n, layer in sched.cell_layer.items() if layer == i)
         gate = model.layers[i].mlp.gate_proj.weight
         # |pre-activation| bound of each neuron: sum of |integer weights| (inputs are 0/1 bits)
         bound = int((gate.abs().sum(dim=1) / 128).max().item()) if gate.numel() else 0

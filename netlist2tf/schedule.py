@@ -26,6 +26,7 @@ from .errors import Netlist2TFError
 from .graph import find_drivers, netlist_graph
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .logic import BitFunction, cell_bit_functions
+from .macros import MACRO_CELLS, expand
 from .target import LINEAR, Target
 from .validate import check_netlist
 
@@ -34,8 +35,11 @@ class ScheduleError(Netlist2TFError):
     """The design does not fit the target; the message names the critical path and the numbers."""
 
 
-def neuron_cost(f: BitFunction) -> int:
-    """FFN neurons for one output bit: true minterms, or 1 + false minterms if that is fewer."""
+def neuron_cost(f) -> int:
+    """FFN neurons for one output bit: for a truth table, its true minterms or 1 + its false
+    minterms if that is fewer; for a macro's threshold function, two per step (fewer at the ends)."""
+    if not isinstance(f, BitFunction):
+        return f.cost
     ones = f.minterms
     zeros = (1 << len(f.support)) - ones
     return min(ones, 1 + zeros)
@@ -43,10 +47,13 @@ def neuron_cost(f: BitFunction) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """Where everything goes. ``level[net]`` as defined above; ``cell_layer[cell]`` the FFN layer of
-    a cell; ``read_layer[(memory, port)]`` the mixer layer of an asynchronous memory read;
-    ``functions[cell]`` the cell's bit functions; ``neurons[layer]`` FFN neurons used per layer;
-    ``critical_path`` the chain of (node, level) that reaches the deepest required bit."""
+    """Where everything goes. ``level[net]`` as defined above. Logic is placed in *units*: a plain
+    cell is one unit (named like the cell); a macro cell (``macros.py``) is one unit per layer its
+    threshold circuit spans, named ``CELL@LAYER``. ``cell_layer[unit]`` is a unit's FFN layer,
+    ``functions[unit]`` its bit functions, ``unit_cell[unit]`` its cell; ``net_names`` names the
+    macros' internal nets. ``read_layer[(memory, port)]`` the mixer layer of an asynchronous memory
+    read; ``neurons[layer]`` FFN neurons used per layer; ``critical_path`` the chain of (node,
+    level) that reaches the deepest required bit."""
     target: Target
     level: dict
     cell_layer: dict
@@ -55,6 +62,11 @@ class Schedule:
     neurons: tuple
     critical_path: tuple
     depth: int
+    unit_cell: dict
+    net_names: dict
+
+    def net_name(self, netlist: Netlist, n: int) -> str:
+        return self.net_names[n] if n in self.net_names else str(netlist.nets[n])
 
     def dump(self, netlist: Netlist) -> str:
         """One line per slot, by layer: ``L3 ffn[12] <- $and (src)`` / ``L1 mix <- read mem.0``."""
@@ -68,9 +80,10 @@ class Schedule:
         for name in sorted(self.cell_layer, key=lambda n: (self.cell_layer[n], n)):
             layer = self.cell_layer[name]
             cost = sum(neuron_cost(f) for f in self.functions[name])
-            c = cells[name]
+            c = cells[self.unit_cell[name]]
             by_layer.setdefault(layer, []).append(
                 f"L{layer} ffn[{offsets[layer]}:{offsets[layer] + cost}] <- {c.type} {name}"
+                + (" (macro)" if c.type in MACRO_CELLS else "")
                 + (f" @ {c.src}" if c.src else ""))
             offsets[layer] += cost
         for layer in sorted(by_layer):
@@ -106,6 +119,8 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
     why: dict[int, tuple] = {}        # net -> (node id, predecessor net or None)
 
     def net_level(n):
+        if n in level:
+            return level[n]
         return 0 if n in (CONST0, CONST1, CONSTX) or n not in drivers.of else level[n]
 
     for node, data in g.nodes(data=True):
@@ -118,12 +133,30 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
                 level[n] = 0
                 why[n] = (node, None)
 
-    cell_layer, read_layer, functions = {}, {}, {}
+    cell_layer, read_layer, functions, unit_cell, net_names = {}, {}, {}, {}, {}
+    used = _read_nets(netlist)
+    next_net = len(netlist.nets)
     comb = g.subgraph(n for n, d in g.nodes(data=True) if d.get(N.COMBINATIONAL))
     for node in nx.lexicographical_topological_sort(comb):
         data = g.nodes[node]
+        if data[N.KIND] == N.NODE_CELL and data[N.OBJ].type in MACRO_CELLS:
+            # A macro: each threshold function goes to the first layer where its inputs are ready.
+            cell = data[N.OBJ]
+            fns, names, next_net = expand(cell, next_net, used)
+            net_names.update(names)
+            for f in fns:
+                deepest = max(f.support, key=net_level, default=None)
+                layer = net_level(deepest) if deepest is not None else 0
+                unit = f"{cell.name}@{layer}"
+                functions.setdefault(unit, []).append(f)
+                cell_layer[unit] = layer
+                unit_cell[unit] = cell.name
+                level[f.out] = layer + 1
+                why[f.out] = (node, deepest)
+            continue
         if data[N.KIND] == N.NODE_CELL:
             cell = data[N.OBJ]
+            unit_cell[cell.name] = cell.name
             fns = cell_bit_functions(cell, max_inputs)
             functions[cell.name] = fns
             layer = 0
@@ -159,7 +192,8 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
         while n in why:
             node, prev = why[n]
             src = g.nodes[node][N.SRC]
-            path.append((f"{node} -> {netlist.nets[n]}" + (f" @ {src}" if src else ""), net_level(n)))
+            name = net_names[n] if n in net_names else str(netlist.nets[n])
+            path.append((f"{node} -> {name}" + (f" @ {src}" if src else ""), net_level(n)))
             if prev is None:
                 break
             n = prev
@@ -188,25 +222,48 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
     if problems:
         raise ScheduleError(f"{netlist.top} does not fit the target {target.name}:\n  - "
                             + "\n  - ".join(problems))
-    return Schedule(target, level, cell_layer, read_layer, functions, tuple(neurons), path, depth)
+    return Schedule(target, level, cell_layer, read_layer, functions, tuple(neurons), path, depth,
+                    unit_cell, net_names)
+
+
+def _read_nets(netlist: Netlist) -> set:
+    """Every net something reads: cell inputs, register and memory ports, design outputs."""
+    used = {n for c in netlist.cells for _, sig in c.inputs for n in sig}
+    used |= {n for p in netlist.outputs for n in p.bits}
+    for r in netlist.registers:
+        used |= set(r.d) | {n for n in (r.enable, r.srst, r.arst) if n is not None}
+    for m in netlist.memories:
+        for wp in m.write_ports:
+            used |= set(wp.addr) | set(wp.data) | set(wp.enable)
+        for rp in m.read_ports:
+            used |= set(rp.addr) | {n for n in (rp.enable, rp.srst) if n is not None}
+    return used
 
 
 def verify(netlist: Netlist, sched: Schedule) -> list[str]:
     """Check a schedule without changing it; returns the violations (empty when consistent)."""
     bad = []
     L = sched.target.num_layers
+    placed = set(sched.unit_cell.values())
+    used = _read_nets(netlist)
     for c in netlist.cells:
-        layer = sched.cell_layer.get(c.name)
-        if layer is None:
+        if c.name not in placed and any(n in used for _, sig in c.outputs for n in sig):
             bad.append(f"cell {c.name} is not scheduled")
-            continue
-        for f in sched.functions[c.name]:
+    produced = {}
+    for unit, layer in sched.cell_layer.items():
+        for f in sched.functions[unit]:
             for n in f.support:
                 if sched.level.get(n, 0) > layer:
-                    bad.append(f"cell {c.name} in layer {layer} reads net {netlist.nets[n]} of level "
+                    bad.append(f"{unit} in layer {layer} reads net {sched.net_name(netlist, n)} of level "
                                f"{sched.level[n]}")
             if sched.level.get(f.out) != layer + 1:
-                bad.append(f"cell {c.name}: output {netlist.nets[f.out]} should have level {layer + 1}")
+                bad.append(f"{unit}: output {sched.net_name(netlist, f.out)} should have level {layer + 1}")
+            produced[f.out] = unit
+    for c in netlist.cells:
+        if c.name in placed:
+            for n in (n for _, sig in c.outputs for n in sig):
+                if n in used and n not in produced:
+                    bad.append(f"cell {c.name}: output {netlist.nets[n]} is read but computed nowhere")
     for (mem, port), layer in sched.read_layer.items():
         if layer >= L or sched.target.layer_types[layer] != LINEAR:
             bad.append(f"memory {mem} read port {port} in layer {layer}, which is not a DeltaNet layer")

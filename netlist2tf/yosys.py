@@ -60,7 +60,14 @@ LUT_FLOW = tuple(step for cmd in GATE_FLOW
                  for step in (("memory_nordff", "opt -fast -full") if cmd == "opt -fast -full" else
                               ("dffunmap", "abc -lut 4") if cmd == "abc" else (cmd,)))
 
-FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW}
+#: The compiler's default flow: the LUT flow, except that adders and comparisons stay word-level
+#: ``$alu`` cells (``alumacc`` in the coarse half makes them), which the compiler lowers as shallow
+#: threshold circuits (``macros.py``). The second ``techmap`` maps what the first one's mappings create
+#: (a multiplier becomes full adders and a final ``$alu``, which is kept).
+MACRO_FLOW = tuple(step for cmd in LUT_FLOW
+                   for step in (("techmap t:$alu %n", "techmap t:$alu %n") if cmd == "techmap" else (cmd,)))
+
+FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW, "macro": MACRO_FLOW}
 
 
 def yosys_version() -> str:
@@ -80,7 +87,7 @@ def yosys_version() -> str:
 
 
 def flow_script(flow: str, top: str | None) -> tuple[str, ...]:
-    """The command list of a named flow (``word``, ``gate`` or ``lut``) for top module ``top``.
+    """The command list of a named flow (``word``, ``gate``, ``lut`` or ``macro``) for top module ``top``.
 
     With ``top=None`` Yosys picks the top module itself (``-auto-top``).
     """

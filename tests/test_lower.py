@@ -1,12 +1,14 @@
 """Lowered combinational logic through real Qwen3_5DecoderLayers against the netlist simulator.
 
-For register-only example designs (the compiler's LUT flow), random register states and inputs are
+For register-only designs (the compiler's LUT flow, and its macro flow whose adders and comparisons
+are threshold circuits spanning several layers), random register states and inputs are
 put into the residual as bit pairs; the stack of decoder layers (identity norms, silent DeltaNet
 mixers, FFNs from ``lower_logic``) must produce, bit for bit, the outputs and next register values
 the simulator computes from the same state and inputs: float32 and bfloat16.
 """
 
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -40,10 +42,13 @@ def _stack(target, layout, neurons, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize("design", ["hdl.examples.counter:Counter", "hdl.examples.lfsr:LFSR",
-                                    "hdl.examples.multiplier:PipelinedMultiplier"])
-def test_logic_through_decoder_layers(design, dtype, build_dir):
-    nl = parse_netlist(synthesize(design, "lut", build_dir).json_text)
+@pytest.mark.parametrize("design, flow", [
+    ("hdl.examples.counter:Counter", "lut"), ("hdl.examples.lfsr:LFSR", "lut"),
+    ("hdl.examples.multiplier:PipelinedMultiplier", "lut"),
+    ("hdl.examples.multiplier:PipelinedMultiplier", "macro"),
+    (f"{Path(__file__).parent}/designs/arith.py:Arith", "macro")])
+def test_logic_through_decoder_layers(design, flow, dtype, build_dir):
+    nl = parse_netlist(synthesize(design, flow, build_dir).json_text)
     probe = schedule(nl, Target.standalone())
     pairs = allocate_pairs(nl, probe)
     hidden = 2 * len(pairs) + 48

@@ -1,0 +1,270 @@
+"""Word-level macros: arithmetic cells as shallow threshold circuits instead of deep LUT trees.
+
+An FFN layer computes, for each output bit, a sum of *steps* ``sign * [sum(w * literal) >= theta]``
+over bits of the residual (``ffn_threshold.threshold_gate``: two ReLU neurons per step). A 4-input
+LUT is one level of that machine; a linear form over many bits is one level too. So a 32-bit adder,
+which abc maps to ~10 levels of LUTs, is 3 FFN layers here (a carry-lookahead over 7-bit blocks;
+an adder of up to 7 bits is one layer, up to 14 bits two):
+
+1. per block m of the sum ``d_m = A_m + B_m (+ CI in block 0)``: generate ``y_m = [d_m >= 2**w]``
+   and generate-or-propagate ``x_m = [d_m >= 2**w - 1]`` (w = the block's width);
+2. the carry into block k: ``[sum_{m<k} 2**m (x_m + y_m) >= 2**k]`` (the carry chain of the two
+   binary numbers x and y, whose digit sums 2/1/0 are generate/propagate/kill); beyond 8 blocks a
+   second level of the same construction over groups of 8 blocks; the carry into block 1 is block
+   0's generate itself;
+3. bit j of block k: with ``S = sum_{t<=j} 2**t (a_t + b_t) + c_k``, ``Y_j = [S >= 2**j] - [S >=
+   2*2**j] + [S >= 3*2**j]`` and the carry out of the bit ``CO_j = [S >= 2**(j+1)]``.
+
+Every pre-activation stays within +-256, the range that is exact in bfloat16 (and the steps of one
+bit are exact integer sums). Comparisons are ``$alu`` cells too (Yosys's ``alumacc`` turns ``<``,
+``>=``, ``-`` into them); the ``macro`` synthesis flow keeps ``$alu`` cells and maps the rest to LUTs.
+
+``expand`` returns the circuit as data (``ThresholdFunction`` per produced bit, internal nets
+numbered from a counter the caller owns); ``evaluate`` runs it on integers, which is how the tests
+check it against the netlist simulator's ``$alu`` without any model.
+"""
+
+from dataclasses import dataclass
+
+from .errors import UnsupportedDesignError
+from .gadgets.ffn_threshold import Neuron, threshold_gate
+from .ir import CONST0, CONST1, CONSTX, Cell
+from .validate import Problem
+
+GROUP = 8          # blocks per lookahead group (2**8: the bfloat16-exact range)
+MACRO_CELLS = ("$alu",)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """``sign * [sum(w * lit) >= theta]`` with lit = net, or 1 - net when ``inverted``."""
+    terms: tuple[tuple[int, bool, int], ...]      # (net, inverted, weight)
+    theta: int
+    sign: int
+
+    def neuron_count(self) -> int:
+        lo = 1 - self.theta + sum(w for _, _, w in self.terms if w < 0)
+        hi = 1 - self.theta + sum(w for _, _, w in self.terms if w > 0)
+        return 0 if hi <= 0 else 1 if (lo >= 1 or hi == 1) else 2
+
+
+@dataclass(frozen=True, slots=True)
+class ThresholdFunction:
+    """``out`` = sum of ``steps`` (the construction guarantees a 0/1 result for every input)."""
+    out: int
+    steps: tuple[Step, ...]
+
+    @property
+    def support(self) -> tuple[int, ...]:
+        return tuple(sorted({n for s in self.steps for n, _, _ in s.terms}))
+
+    @property
+    def cost(self) -> int:
+        return sum(s.neuron_count() for s in self.steps)
+
+    def neurons(self, layout, pairs: dict) -> list[Neuron]:
+        out = layout.pair(pairs[self.out])
+        neurons = []
+        for s in self.steps:
+            ins = [(layout.pair(pairs[n])[1 if inv else 0], w) for n, inv, w in s.terms]
+            neurons += threshold_gate(ins, s.theta, out if s.sign > 0 else (out[1], out[0]))
+        return neurons
+
+    def value(self, bits: dict) -> int:
+        v = 0
+        for s in self.steps:
+            total = sum(w * ((1 - bits[n]) if inv else bits[n]) for n, inv, w in s.terms)
+            v += s.sign * (total >= s.theta)
+        return v
+
+
+class _Builder:
+    """Collects functions; folds constant literals into thresholds."""
+
+    def __init__(self, next_net: int, cell: Cell):
+        self.next_net = next_net
+        self.cell = cell
+        self.functions: list[ThresholdFunction] = []
+        self.names: dict[int, str] = {}
+
+    def new_net(self, name: str) -> int:
+        n = self.next_net
+        self.next_net += 1
+        self.names[n] = f"{self.cell.name}.{name}"
+        return n
+
+    @staticmethod
+    def step(terms, theta: int, sign: int = 1) -> Step:
+        kept = []
+        for n, inv, w in terms:
+            if w == 0:
+                continue
+            if n in (CONST0, CONST1, CONSTX):
+                bit = 1 if n == CONST1 else 0           # x is 0, as in the simulator
+                theta -= w * (1 - bit if inv else bit)
+            else:
+                kept.append((n, inv, w))
+        # Merge repeated literals (sign extension repeats the top bit).
+        merged: dict = {}
+        for n, inv, w in kept:
+            merged[(n, inv)] = merged.get((n, inv), 0) + w
+        return Step(tuple((n, inv, w) for (n, inv), w in sorted(merged.items()) if w), theta, sign)
+
+    def emit(self, out: int, steps) -> int:
+        self.functions.append(ThresholdFunction(out, tuple(steps)))
+        return out
+
+
+def _lit_value(n: int, inv: bool):
+    """A literal's constant value, or None when it is a signal."""
+    if n in (CONST0, CONST1, CONSTX):
+        bit = 1 if n == CONST1 else 0
+        return 1 - bit if inv else bit
+    return None
+
+
+def expand_alu(cell: Cell, next_net: int, used: set) -> tuple[list[ThresholdFunction], dict, int]:
+    """The threshold circuit of a ``$alu`` cell for the output bits in ``used``.
+
+    Returns (functions in dependency order, {internal net: name}, next free net number)."""
+    p = {k: int(v) for k, v in cell.params if k in ("A_SIGNED", "B_SIGNED", "A_WIDTH", "B_WIDTH", "Y_WIDTH")}
+    W = p["Y_WIDTH"]
+    ins = dict(cell.inputs)
+    outs = dict(cell.outputs)
+
+    def extend(sig, signed):
+        sig = list(sig[:W])
+        fill = sig[-1] if (signed and sig) else CONST0
+        return sig + [fill] * (W - len(sig))
+
+    signed = bool(p["A_SIGNED"] and p["B_SIGNED"])     # Yosys: signed only when both operands are
+    A = extend(ins["A"], signed)
+    B = extend(ins["B"], signed)
+    (bi,), (ci,) = ins["BI"], ins["CI"]
+    b = _Builder(next_net, cell)
+    # The second operand's literals: B, ~B, or B ^ BI through an XOR layer when BI is a signal.
+    if bi in (CONST0, CONST1, CONSTX):
+        BB = [(n, bi == CONST1) for n in B]
+    else:
+        BB = []
+        for i, n in enumerate(B):
+            if n in (CONST0, CONST1, CONSTX):
+                BB.append((bi, n == CONST1))            # const ^ BI
+                continue
+            x = b.new_net(f"bb[{i}]")
+            b.emit(x, [b.step([(n, False, 1), (bi, False, 1)], 1, 1),
+                       b.step([(n, False, 1), (bi, False, 1)], 2, -1)])
+            BB.append((x, False))
+    AA = [(n, False) for n in A]
+
+    want = lambda port, i: port in outs and outs[port][i] in used           # noqa: E731
+    # X = AA ^ BB
+    for i in range(W):
+        if want("X", i):
+            t = [(*AA[i], 1), (*BB[i], 1)]
+            b.emit(outs["X"][i], [b.step(t, 1, 1), b.step(t, 2, -1)])
+    need_sum = [i for i in range(W) if want("Y", i) or want("CO", i)]
+    if need_sum:
+        blocks = _blocks(AA, BB)
+        block_of = {i: k for k, blk in enumerate(blocks) for i in blk}
+        carry = _block_carries(b, blocks[:block_of[max(need_sum)] + 1], AA, BB, ci)
+        for i in need_sum:
+            k = block_of[i]
+            lo = blocks[k][0]
+            j = i - lo
+            terms = [t for m in range(lo, i + 1) for t in ((*AA[m], 1 << (m - lo)), (*BB[m], 1 << (m - lo)))]
+            terms.append((*carry[k], 1))
+            unit = 1 << j
+            if want("Y", i):
+                b.emit(outs["Y"][i], [b.step(terms, unit, 1), b.step(terms, 2 * unit, -1),
+                                      b.step(terms, 3 * unit, 1)])
+            if want("CO", i):
+                b.emit(outs["CO"][i], [b.step(terms, 2 * unit, 1)])
+    return b.functions, b.names, b.next_net
+
+
+def _blocks(AA, BB) -> list[list[int]]:
+    """Bit positions split into lookahead blocks: as long as a block's largest sum (with its carry
+    in) stays below 2**8, so bits that are constant 0 (zero extension) cost no extra block."""
+    def most(lit):
+        v = _lit_value(*lit)
+        return 1 if v is None else v
+
+    blocks, cur = [], []
+    for i in range(len(AA)):
+        cand = cur + [i]
+        top = 1 + sum((most(AA[t]) + most(BB[t])) << (t - cand[0]) for t in cand)
+        if top > 255 and cur:
+            blocks.append(cur)
+            cur = [i]
+        else:
+            cur = cand
+    return blocks + [cur]
+
+
+def _block_carries(b: _Builder, blocks, AA, BB, ci) -> list[tuple[int, bool]]:
+    """Literals of the carry into each block (block 0: CI itself)."""
+    carry = [(ci, False)]
+    if len(blocks) == 1:
+        return carry
+    # Level 1: generate / generate-or-propagate of each block but the last (block 0 includes CI).
+    xy = []
+    for k, blk in enumerate(blocks[:-1]):
+        lo, w = blk[0], len(blk)
+        terms = [t for m in blk for t in ((*AA[m], 1 << (m - lo)), (*BB[m], 1 << (m - lo)))]
+        if k == 0:
+            terms.append((ci, False, 1))
+        y = b.new_net(f"gen[{k}]")
+        b.emit(y, [b.step(terms, 1 << w)])
+        if k == 0:
+            x = y                                  # CI is inside: block 0 only generates
+        else:
+            x = b.new_net(f"prop[{k}]")
+            b.emit(x, [b.step(terms, (1 << w) - 1)])
+        xy.append((x, y))
+    # Level 2: within each group of GROUP blocks, the carry from the group's own blocks; across
+    # groups (more than GROUP blocks), one more level over group generate/propagate.
+    n = len(blocks)
+    group_in: dict[int, tuple[int, bool]] = {0: (CONST0, False)}
+    groups = [list(range(s, min(s + GROUP, n))) for s in range(0, n, GROUP)]
+    if len(groups) > 1:
+        gxy = []
+        for g, members in enumerate(groups[:-1]):
+            terms = [t for m in members for t in ((xy[m][0], False, 1 << (m - members[0])),
+                                                  (xy[m][1], False, 1 << (m - members[0])))]
+            gy = b.new_net(f"group_gen[{g}]")
+            b.emit(gy, [b.step(terms, 1 << len(members))])
+            gx = b.new_net(f"group_prop[{g}]")
+            b.emit(gx, [b.step(terms, (1 << len(members)) - 1)])
+            gxy.append((gx, gy))
+        if len(gxy) > GROUP:
+            raise UnsupportedDesignError([Problem(f"cell {b.cell.name} ($alu)", b.cell.src,
+                                                  f"adders of more than {GROUP * GROUP} lookahead blocks "
+                                                  f"(about 450 bits) are not supported as macros")])
+        for g in range(1, len(groups)):
+            terms = [t for h in range(g) for t in ((gxy[h][0], False, 1 << h), (gxy[h][1], False, 1 << h))]
+            c = b.new_net(f"group_carry[{g}]")
+            b.emit(c, [b.step(terms, 1 << g)])
+            group_in[g] = (c, False)
+    for k in range(1, n):
+        g, first = k // GROUP, (k // GROUP) * GROUP
+        if k == first:
+            carry.append(group_in[g])
+            continue
+        if k == 1:                                   # block 0 holds CI: its generate is the carry
+            carry.append((xy[0][1], False))
+            continue
+        terms = [t for m in range(first, k) for t in ((xy[m][0], False, 1 << (m - first)),
+                                                      (xy[m][1], False, 1 << (m - first)))]
+        terms.append((*group_in[g], 1))               # the group's carry in enters at the bottom
+        c = b.new_net(f"carry[{k}]")
+        b.emit(c, [b.step(terms, 1 << (k - first))])
+        carry.append((c, False))
+    return carry
+
+
+def expand(cell: Cell, next_net: int, used: set):
+    """Dispatch on the cell type (one of ``MACRO_CELLS``)."""
+    if cell.type == "$alu":
+        return expand_alu(cell, next_net, used)
+    raise ValueError(f"no macro for {cell.type}")

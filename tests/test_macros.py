@@ -1,0 +1,126 @@
+"""The $alu macro (netlist2tf/macros.py) against the netlist simulator's $alu, without any model:
+the threshold circuit is evaluated on integers, every output bit must be 0/1 and equal the simulator's
+for every input tried (exhaustive for narrow cells; random plus carry-chain patterns for wide ones).
+The model-level checks are in tests/test_lower.py and tests/test_compile_e2e.py."""
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+
+from netlist2tf.frontend import synthesize
+from netlist2tf.gadgets.ffn_threshold import BF16_LIMIT
+from netlist2tf.ir import CONST0, CONST1, Cell, Net, Netlist, Port, parse_netlist
+from netlist2tf.macros import expand_alu
+from netlist2tf.schedule import schedule, verify
+from netlist2tf.sim import Simulator
+from netlist2tf.target import Target
+
+DESIGNS = Path(__file__).parent / "designs"
+
+
+def _alu(aw, bw, yw, a_signed, b_signed, bi, ci):
+    """A one-cell netlist; ``bi``/``ci`` are 0, 1 or 'sig' (an input)."""
+    n = 3
+    nets = {}
+    for name, w in (("a", aw), ("b", bw)):
+        nets[name] = tuple(range(n, n + w))
+        n += w
+    for name, v in (("bi", bi), ("ci", ci)):
+        if v == "sig":
+            nets[name] = (n,)
+            n += 1
+        else:
+            nets[name] = (CONST1 if v else CONST0,)
+    for name in ("x", "y", "co"):
+        nets[name] = tuple(range(n, n + yw))
+        n += yw
+    cell = Cell("alu", "$alu", (("A_SIGNED", a_signed), ("B_SIGNED", b_signed), ("A_WIDTH", aw),
+                                ("B_WIDTH", bw), ("Y_WIDTH", yw)),
+                (("A", nets["a"]), ("B", nets["b"]), ("BI", nets["bi"]), ("CI", nets["ci"])),
+                (("X", nets["x"]), ("Y", nets["y"]), ("CO", nets["co"])), "")
+    ports = [Port(k, "input", nets[k], False) for k in ("a", "b", "bi", "ci")
+             if nets[k] and nets[k][0] > 2]
+    ports += [Port(k, "output", nets[k], False) for k in ("x", "y", "co")]
+    return Netlist("t", tuple(Net(i, f"n{i}", None) for i in range(n)), tuple(ports), (cell,), (), (), ()), cell, nets, n
+
+
+def _check(aw, bw, yw, a_signed, b_signed, bi, ci, patterns):
+    nl, cell, nets, n = _alu(aw, bw, yw, a_signed, b_signed, bi, ci)
+    fns, names, _ = expand_alu(cell, n, set(nets["x"] + nets["y"] + nets["co"]))
+    for f in fns:
+        for s in f.steps:
+            lo = 1 - s.theta + sum(w for *_, w in s.terms if w < 0)
+            hi = 1 - s.theta + sum(w for *_, w in s.terms if w > 0)
+            if hi >= 1 and lo < 1:              # otherwise no neuron, or one constant neuron
+                assert max(-lo, hi) <= BF16_LIMIT, (names.get(f.out), lo, hi)
+    sim = Simulator(nl)
+    inputs = [p.name for p in nl.inputs]
+    for values in patterns:
+        vals = dict(zip(("a", "b", "bi", "ci"), values))
+        vals = {k: v for k, v in vals.items() if k in inputs}
+        out = sim.step(vals)
+        bits = {CONST0: 0, CONST1: 1, 2: 0}
+        for k, v in vals.items():
+            for i, net in enumerate(nets[k]):
+                bits[net] = (v >> i) & 1
+        for f in fns:
+            v = f.value(bits)
+            assert v in (0, 1), f"{names.get(f.out, f.out)} evaluates to {v} on {vals}"
+            bits[f.out] = v
+        for port in ("x", "y", "co"):
+            got = sum(bits[net] << i for i, net in enumerate(nets[port]))
+            assert got == out[port], f"{port} {got:#x} != {out[port]:#x} for {vals}"
+    return sum(f.cost for f in fns)
+
+
+@pytest.mark.parametrize("aw, bw, yw, a_signed, b_signed", [
+    (3, 3, 3, 0, 0), (4, 3, 5, 1, 1), (2, 4, 6, 1, 0), (0, 4, 4, 0, 0), (5, 4, 5, 1, 1)])
+@pytest.mark.parametrize("bi, ci", [(0, 0), (1, 1), (0, 1), ("sig", "sig")])
+def test_narrow_alu_exhaustive(aw, bw, yw, a_signed, b_signed, bi, ci):
+    space = itertools.product(range(1 << aw), range(1 << bw), range(2 if bi == "sig" else 1),
+                              range(2 if ci == "sig" else 1))
+    _check(aw, bw, yw, a_signed, b_signed, bi, ci, space)
+
+
+def _wide_patterns(aw, bw, count, seed):
+    rng = random.Random(seed)
+    ones = lambda w: (1 << w) - 1                   # noqa: E731
+    fixed = [(ones(aw), 1, 0, 0), (ones(aw), 0, 1, 1), (ones(aw), 1, 1, 1), (0, 0, 1, 1), (0, 1, 1, 1),
+             (1 << (aw - 1) if aw else 0, ones(bw), 0, 1), (ones(aw) ^ 1, 1, 0, 1)]
+    for _ in range(count):
+        a, b = rng.getrandbits(aw) if aw else 0, rng.getrandbits(bw)
+        if rng.random() < 0.5:                      # long propagate chains: b close to ~a
+            b = (~a ^ (1 << rng.randrange(max(bw, 1)))) & ones(bw)
+        fixed.append((a, b, rng.getrandbits(1), rng.getrandbits(1)))
+    return fixed
+
+
+@pytest.mark.parametrize("aw, bw, yw, a_signed, b_signed", [
+    (32, 32, 32, 0, 0), (32, 32, 33, 1, 1), (12, 32, 32, 1, 1), (0, 32, 32, 0, 0), (7, 7, 7, 0, 0),
+    (14, 14, 15, 0, 0), (64, 64, 64, 0, 0), (20, 31, 40, 1, 0), (130, 100, 130, 1, 1)])
+@pytest.mark.parametrize("bi, ci", [(0, 0), (1, 1), ("sig", "sig")])
+def test_wide_alu_random_and_carry_chains(aw, bw, yw, a_signed, b_signed, bi, ci):
+    _check(aw, bw, yw, a_signed, b_signed, bi, ci, _wide_patterns(aw, bw, 400, f"{aw} {bw} {yw} {bi}"))
+
+
+@pytest.mark.parametrize("width, layers", [(5, 1), (7, 1), (14, 2), (32, 3), (56, 3)])
+def test_adder_depth(width, layers, build_dir):
+    """An adder of up to 7 bits is one FFN layer, up to 14 bits two, then three (until 8 blocks);
+    4-LUTs need more levels for wide adders."""
+    design = f"{DESIGNS}/arith.py:Adder(width={width})"
+    macro = schedule(parse_netlist(synthesize(design, "macro", build_dir).json_text), Target.standalone(layers=12))
+    assert macro.depth == layers
+    if width >= 14:
+        lut = schedule(parse_netlist(synthesize(design, "lut", build_dir).json_text), Target.standalone(layers=40))
+        assert lut.depth > macro.depth + 1
+
+
+def test_schedule_of_macros_verifies(build_dir):
+    nl = parse_netlist(synthesize(f"{DESIGNS}/arith.py:Arith", "macro", build_dir).json_text)
+    assert sum(c.type == "$alu" for c in nl.cells) >= 6
+    s = schedule(nl, Target.standalone(layers=12))
+    assert verify(nl, s) == []
+    assert any("@" in unit for unit in s.cell_layer)          # macro units, one per layer they span
+    assert "(macro)" in s.dump(nl)
