@@ -27,7 +27,7 @@ from .gadgets.deltanet_memory import calibrate_read, clear_module, configure_mem
 from .gadgets.ffn_threshold import Neuron, configure_mlp
 from .gadgets.layout import NORM_WEIGHT, ResidualLayout
 from .ir import CONST0, CONST1, CONSTX, Netlist
-from .lower import allocate_pairs, lower_logic
+from .lower import allocate_pairs_reusing, lower_logic, reset_neurons
 from .protocol import IN, MA, REG, TraceProtocol
 from .schedule import Schedule, ScheduleError, schedule
 from .target import FULL, LINEAR, Target
@@ -98,11 +98,16 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
         width = next(m.width for m in netlist.memories if m.name == mem)
         heads_per_layer[min(layer, layers - 1)] += -(-width // piece)
     heads = max(1, max(heads_per_layer))
-    pairs = allocate_pairs(netlist, probe)
+    mems = {m.name: m for m in netlist.memories}
+    d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
+    emit_chunks = list(proto.generated)
+    kept = {d_of_q[n] if kind == REG else n for kind, idx in emit_chunks
+            for n in proto.chunks_of(kind)[idx].bits}
+    pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
 
     # Extra pairs after the logic's: token value, write keys, read rows, emit one-hot, emit parity,
     # emitted value.
-    base = len(pairs)
+    base = max(pairs.values(), default=-1) + 1
     names = {}
 
     def extra(name, count):
@@ -113,11 +118,9 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     extra("key_in", len(proto.inputs))
     extra("key_reg", 2 * len(proto.registers))
     extra("rp", 2)
-    mems = {m.name: m for m in netlist.memories}
     extra("wa", mems[proto.memory].size if proto.memory else 0)
     for (mem, port) in sorted(probe.read_layer):
         extra(f"ra:{mem}:{port}", mems[mem].size)
-    emit_chunks = list(proto.generated)
     extra("emit", len(emit_chunks))
     extra("ep", 1)
     extra("ev", chunk_bits)
@@ -134,8 +137,9 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
         return layout.pair(names[name][i])
 
     # The logic, the memory address decoders, then the emit selection in the last layer's FFN.
-    d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
     neurons = lower_logic(netlist, probe, layout, pairs)
+    for layer, nets in enumerate(resets):
+        neurons[layer] += reset_neurons(nets, layout, pairs)
     for (mem, port) in sorted(probe.read_layer):
         rp = mems[mem].read_ports[port]
         level = max((probe.level.get(n, 0) for n in rp.addr), default=0)

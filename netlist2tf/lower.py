@@ -5,10 +5,13 @@ cell output bit becomes the neurons of its truth table in the FFN of the cell's 
 (``lower_logic``). The mixers that read state (memories, registers) and the token selection of the last
 layer are lowered by their own gadgets; this module covers the combinational logic between them.
 
-Pairs are not reused yet: a pair holds one net from the layer that writes it to the end of the pass,
-so the hidden size grows with the number of nets. (Reuse needs the last reader's layer to reset the
-pair to (0, 1); ``schedule`` already knows every net's last reader.)
+``allocate_pairs`` gives every net its own pair (simple; the tests of the lowering use it);
+``allocate_pairs_reusing`` (what ``assemble`` uses) hands a pair to a new net once the old one is
+dead, the old net's last reader resetting it, so the hidden size follows the most nets alive at once
+rather than their total.
 """
+
+import bisect
 
 from .gadgets.ffn_threshold import Neuron, boolean_function
 from .gadgets.layout import ResidualLayout
@@ -63,3 +66,82 @@ def lower_logic(netlist: Netlist, sched: Schedule, layout: ResidualLayout, pairs
         for f in sched.functions[name]:
             layers[sched.cell_layer[name]] += bit_neurons(f, layout, pairs)
     return layers
+
+
+def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) -> tuple[dict[int, int], list[list[int]]]:
+    """Like ``allocate_pairs``, but a pair is reused once its net is dead.
+
+    Time runs mixer 0, FFN 0, mixer 1, ... (mixer l = 2l, FFN l = 2l + 1). A net is written by layer
+    0's mixer (inputs, registers), by a memory read's mixer, or by its cell's FFN; it is read by the
+    FFNs of the units that use it and of the memory address decoders; ``kept`` nets (what the last
+    layer emits) live to the end. The FFN of a net's last reader also resets its pair to (0, 1) with
+    one neuron (relu(b) subtracted from b and added to 1 - b); from then on the pair is free for a
+    net written by that FFN or any later mixer/FFN. Returns ({net: pair}, resets[layer] = nets whose
+    pair that layer's FFN resets). Greedy in write order with the lowest free pair first: optimal for
+    interval graphs, deterministic.
+    """
+    L = sched.target.num_layers
+    written: dict[int, int] = {}
+    order: list[int] = []
+
+    def write(n, t):
+        if n not in (CONST0, CONST1, CONSTX) and n not in written:
+            written[n] = t
+            order.append(n)
+
+    for p in netlist.inputs:
+        for n in p.bits:
+            write(n, 0)
+    for r in netlist.registers:
+        for n in r.q:
+            write(n, 0)
+    mems = {m.name: m for m in netlist.memories}
+    for (mem, port) in sorted(sched.read_layer):
+        for n in mems[mem].read_ports[port].data:
+            write(n, 2 * sched.read_layer[(mem, port)])
+    units = sorted(sched.cell_layer, key=lambda u: (sched.cell_layer[u], u))
+    for u in units:
+        for f in sched.functions[u]:
+            write(f.out, 2 * sched.cell_layer[u] + 1)
+    last: dict[int, int] = {}
+    for u in units:
+        for f in sched.functions[u]:
+            for n in f.support:
+                last[n] = max(last.get(n, -1), sched.cell_layer[u])
+    for (mem, port) in sched.read_layer:
+        rp = mems[mem].read_ports[port]
+        level = max((sched.level.get(n, 0) for n in rp.addr), default=0)
+        for n in rp.addr:
+            last[n] = max(last.get(n, -1), level)
+    for n in kept:
+        last[n] = L          # never freed
+    pairs: dict[int, int] = {}
+    resets: list[list[int]] = [[] for _ in range(L)]
+    pending: list[tuple[int, int, int, int]] = []   # (time it becomes free, pair, dead net, reset layer)
+    released: list[tuple[int, int, int]] = []       # free pairs, sorted: (pair, dead net, reset layer)
+    next_pair = 0
+    for n in sorted(order, key=lambda n: written[n]):   # stable: ties keep the deterministic order
+        t = written[n]
+        for item in [p for p in pending if p[0] <= t]:
+            pending.remove(item)
+            bisect.insort(released, item[1:])
+        if released:
+            pair, dead, layer = released.pop(0)
+            resets[layer].append(dead)                 # reset only pairs that are taken again
+            pairs[n] = pair
+        else:
+            pairs[n] = next_pair
+            next_pair += 1
+        r = last.get(n)
+        if r is not None and r < L and 2 * r + 1 > t:
+            pending.append((2 * r + 1, pairs[n], n, r))
+    return pairs, resets
+
+
+def reset_neurons(nets: list[int], layout: ResidualLayout, pairs: dict[int, int]) -> list[Neuron]:
+    """One neuron per net: relu(b) taken from b and given to 1 - b, so the pair is (0, 1) again."""
+    out = []
+    for n in nets:
+        b, nb = layout.pair(pairs[n])
+        out.append(Neuron(((b, 1),), 0, ((b, -1), (nb, 1))))
+    return out

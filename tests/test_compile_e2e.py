@@ -188,8 +188,10 @@ def test_too_wide_for_a_qwen_target(tmp_path, build_dir, capsys):
                      "--build-dir", str(build_dir)]) == 2
     err = capsys.readouterr().err
     assert "does not fit the target" in err
-    assert "the residual stream needs 240 channels, the target's hidden size is 64" in err
-    assert "layer 0 needs 97 FFN neurons, the target has 16 per layer" in err
+    # (dead nets' pairs are reused: 176 channels instead of 240; layer 0's 105 neurons are 97 of
+    # logic and 8 pair resets)
+    assert "the residual stream needs 176 channels, the target's hidden size is 64" in err
+    assert "layer 0 needs 105 FFN neurons, the target has 16 per layer" in err
     # 3 input + 2 register chunks, each on its own key head of 2 value heads: 10 of 8
     assert "layer 0 needs 10 DeltaNet value heads, the target has 8 per layer" in err
     path = _qwen_like(tmp_path, 512, 256)

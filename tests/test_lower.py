@@ -101,3 +101,34 @@ def test_logic_through_decoder_layers(design, flow, dtype, build_dir):
     # nothing outside the pairs moved: constant, anchors, free channels
     assert torch.equal(y[:, [layout.one] + [c for c, _ in layout.anchors]],
                        torch.stack(rows)[:, [layout.one] + [c for c, _ in layout.anchors]].to(dtype))
+
+
+@pytest.mark.parametrize("design", ["hdl.examples.multiplier:PipelinedMultiplier", "hdl.examples.alu:ALU"])
+def test_pair_reuse_never_overlaps_live_nets(design, build_dir):
+    """Checked apart from the allocator: two nets share a pair only when the first one's last reader
+    (an FFN) runs no later than the second one's writer, and the first one's pair is then reset in
+    that reader's layer; the emitted nets are never given away."""
+    from netlist2tf.lower import allocate_pairs_reusing
+    nl = parse_netlist(synthesize(design, "macro", build_dir).json_text)
+    sched = schedule(nl, Target.standalone(layers=40))
+    kept = {n for p in nl.outputs for n in p.bits} | {n for r in nl.registers for n in r.d}
+    pairs, resets = allocate_pairs_reusing(nl, sched, kept)
+    assert len(set(pairs.values())) < 0.8 * len(pairs)               # it does reuse
+    writer, readers = {}, {}
+    for n in {n for p in nl.inputs for n in p.bits} | {n for r in nl.registers for n in r.q}:
+        writer[n] = 0
+    for unit, layer in sched.cell_layer.items():
+        for f in sched.functions[unit]:
+            writer[f.out] = 2 * layer + 1
+            for n in f.support:
+                readers.setdefault(n, []).append(2 * layer + 1)
+    reset_at = {n: 2 * layer + 1 for layer, nets in enumerate(resets) for n in nets}
+    by_pair = {}
+    for n, p in pairs.items():
+        by_pair.setdefault(p, []).append(n)
+    for p, nets in by_pair.items():
+        nets.sort(key=lambda n: writer[n])
+        for a, b in zip(nets, nets[1:]):
+            assert a not in kept, f"emitted net {nl.nets[a]} shares its pair"
+            assert max(readers.get(a, [writer[a]])) <= writer[b], (a, b)
+            assert reset_at.get(a) == max(readers[a]), f"net {a} is not reset where it is last read"
