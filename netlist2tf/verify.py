@@ -93,7 +93,7 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
         out = sim.step(vals)
         state = sim.state()
         for row in range(batch):
-            pick = (lambda v: int(v) if batch == 1 else int(v[row]))
+            pick = (lambda v: _lane(v, row))
             toks = protocol.input_tokens(k, {n: pick(v) for n, v in vals.items()})
             n_in = len(toks)
             by_kind = {}
@@ -110,6 +110,13 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
                 generated += [False] * n_in + [True] * (len(toks) - n_in)
             rows[row] += toks
     return rows, generated, frames
+
+
+def _lane(v, row: int) -> int:
+    """Batch row ``row`` of a simulator value (an int, or one value per row / one for all)."""
+    import numpy as np
+    arr = np.asarray(v, dtype=object).reshape(-1)
+    return int(arr[row] if len(arr) > 1 else arr[0])
 
 
 def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cycles: int,

@@ -233,3 +233,8 @@ def test_teacher_forced_agrees_with_generation_on_a_broken_model(checkpoints):
     assert tf is not None and gen is not None
     assert (tf.cycle, tf.row) == (gen.cycle, gen.row)
     assert gen.what.split()[1] in tf.what            # the output port's name is in the bit names
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_teacher_forced_batch_1(dtype, checkpoints):
+    assert _teacher(checkpoints("hdl.examples.lfsr:LFSR"), 200, 1, dtype) == 200 * 4
