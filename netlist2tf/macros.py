@@ -15,8 +15,8 @@ an adder of up to 7 bits is one layer, up to 14 bits two):
 3. bit j of block k: with ``S = sum_{t<=j} 2**t (a_t + b_t) + c_k``, ``Y_j = [S >= 2**j] - [S >=
    2*2**j] + [S >= 3*2**j]`` and the carry out of the bit ``CO_j = [S >= 2**(j+1)]``.
 
-Every pre-activation stays within +-256, the range that is exact in bfloat16 (and the steps of one
-bit are exact integer sums). Comparisons are ``$alu`` cells too (Yosys's ``alumacc`` turns ``<``,
+Every positive pre-activation stays <= 256, the range that is exact in bfloat16 (negative ones may
+round but stay negative: ``ffn_threshold``), and the steps of one bit are exact integer sums. Comparisons are ``$alu`` cells too (Yosys's ``alumacc`` turns ``<``,
 ``>=``, ``-`` into them); the ``macro`` synthesis flow keeps ``$alu`` cells and maps the rest to LUTs.
 
 ``expand`` returns the circuit as data (``ThresholdFunction`` per produced bit, internal nets
@@ -165,7 +165,7 @@ def expand_alu(cell: Cell, next_net: int, used: set) -> tuple[list[ThresholdFunc
             b.emit(outs["X"][i], [b.step(t, 1, 1), b.step(t, 2, -1)])
     need_sum = [i for i in range(W) if want("Y", i) or want("CO", i)]
     if need_sum:
-        blocks = _blocks(AA, BB)
+        blocks = _blocks(AA, BB, ci)
         block_of = {i: k for k, blk in enumerate(blocks) for i in blk}
         carry = _block_carries(b, blocks[:block_of[max(need_sum)] + 1], AA, BB, ci)
         for i in need_sum:
@@ -183,9 +183,10 @@ def expand_alu(cell: Cell, next_net: int, used: set) -> tuple[list[ThresholdFunc
     return b.functions, b.names, b.next_net
 
 
-def _blocks(AA, BB) -> list[list[int]]:
+def _blocks(AA, BB, ci) -> list[list[int]]:
     """Bit positions split into lookahead blocks: as long as a block's largest sum (with its carry
-    in) stays below 2**8, so bits that are constant 0 (zero extension) cost no extra block."""
+    in) is at most 2**8 (every step's positive pre-activation then stays <= 256), so bits that are
+    constant (zero extension, an increment's constant operand) cost no extra block."""
     def most(lit):
         v = _lit_value(*lit)
         return 1 if v is None else v
@@ -193,8 +194,9 @@ def _blocks(AA, BB) -> list[list[int]]:
     blocks, cur = [], []
     for i in range(len(AA)):
         cand = cur + [i]
-        top = 1 + sum((most(AA[t]) + most(BB[t])) << (t - cand[0]) for t in cand)
-        if top > 255 and cur:
+        carry_in = most((ci, False)) if not blocks else 1
+        top = carry_in + sum((most(AA[t]) + most(BB[t])) << (t - cand[0]) for t in cand)
+        if top > 256 and cur:
             blocks.append(cur)
             cur = [i]
         else:

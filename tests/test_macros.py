@@ -54,7 +54,7 @@ def _check(aw, bw, yw, a_signed, b_signed, bi, ci, patterns):
             lo = 1 - s.theta + sum(w for *_, w in s.terms if w < 0)
             hi = 1 - s.theta + sum(w for *_, w in s.terms if w > 0)
             if hi >= 1 and lo < 1:              # otherwise no neuron, or one constant neuron
-                assert max(-lo, hi) <= BF16_LIMIT, (names.get(f.out), lo, hi)
+                assert hi <= BF16_LIMIT, (names.get(f.out), lo, hi)
     sim = Simulator(nl)
     inputs = [p.name for p in nl.inputs]
     for values in patterns:

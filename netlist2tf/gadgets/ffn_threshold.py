@@ -11,7 +11,9 @@ float32 (exp(-128) underflows), for m <= -1, ``sigmoid(-128*m)`` is 0 (exp(128) 
 silu(0) == 0 (K = 32 is not enough: silu(-32) = -4e-13). ``down`` adds integer multiples of the relu
 outputs to the residual. In bfloat16 the products K*m are exact while |m| <= 256 (8 significant bits);
 ``configure_mlp`` checks every neuron's range for the dtype asked. On a position with ``x_one == 0``
-(a text token) ``up`` is 0, so the MLP adds exactly nothing.
+(a text token) ``up`` is 0, so the MLP adds exactly nothing. Only the positive side of the range
+is bounded: a negative pre-activation may round to a neighbouring bfloat16 value, but it stays <= -1
+(rounding keeps the sign and integers up to 256 are exact), and silu of anything <= -128 is exactly 0.
 
 Building blocks return ``Neuron`` lists:
 
@@ -28,7 +30,7 @@ import torch
 from ..errors import Netlist2TFError
 
 K = 128
-BF16_LIMIT = 256          # |pre-activation| bound for exact bfloat16 gates
+BF16_LIMIT = 256          # largest positive pre-activation that is exact in a bfloat16 gate
 FP32_LIMIT = 1 << 16      # K * m stays below 2**23: exact float32 integers
 
 
@@ -94,7 +96,7 @@ def configure_mlp(mlp, neurons, one: int, dtype=torch.float32, first: int = 0) -
         gate, up, down = mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight
         for j, neuron in enumerate(neurons, start=first):
             lo, hi = neuron.preactivation_range()
-            if max(-lo, hi) > limit:
+            if hi > limit:
                 raise Netlist2TFError(f"neuron {j}: pre-activation range [{lo}, {hi}] is not exact in "
                                       f"{dtype} (limit {limit}); split the gate")
             gate[j].zero_()

@@ -140,6 +140,22 @@ def test_decoder_layer_applies_the_logic_and_ignores_text_positions(dtype):
     assert torch.count_nonzero(y[-1]) == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_large_negative_preactivations_are_exact(dtype):
+    """b = [x1 + 256 * x2 - 1000 * x0 >= 1]-style neurons: the negative side reaches -1000 (not exact in
+    bfloat16), the positive side stays <= 256; every output is exact on all 8 patterns."""
+    layout = ResidualLayout.build(96, 12)
+    ins = [(layout.pair(0)[0], -1000), (layout.pair(1)[0], 1), (layout.pair(2)[0], 255)]
+    neurons = [Neuron(tuple(ins), 0, ((layout.pair(5)[0], 1),)),          # relu(m): m in [-1000, 256]
+               *threshold_gate(ins, 200, layout.pair(6))]                 # [m >= 200]
+    x, patterns = _inputs(layout, 3, dtype)
+    y = _run_mlp(layout, neurons, x, dtype).float()
+    for row, (x0, x1, x2) in enumerate(patterns):
+        m = -1000 * x0 + x1 + 255 * x2
+        assert float(y[row, layout.pair(5)[0]]) == max(m, 0)
+        assert float(y[row, layout.pair(6)[0]]) == int(m >= 200) == -float(y[row, layout.pair(6)[1]])
+
+
 def test_range_and_capacity_errors():
     layout = ResidualLayout.build(96, 12)
     mlp = Qwen3_5MLP(_config(96), 4)
@@ -148,6 +164,8 @@ def test_range_and_capacity_errors():
                                               r"in torch.bfloat16 \(limit 256\); split the gate"):
         configure_mlp(mlp, [wide], layout.one, torch.bfloat16)
     configure_mlp(mlp, [wide], layout.one, torch.float32)   # fine in float32
+    # a large negative side is fine: it rounds, but stays negative, and silu of it is exactly 0
+    configure_mlp(mlp, [Neuron(((layout.pair(0)[0], -3000),), 256, ((1, 1),))], layout.one, torch.bfloat16)
     with pytest.raises(Netlist2TFError, match=r"5 FFN neurons needed but the layer has 4"):
         configure_mlp(mlp, [wide] * 5, layout.one)
 
