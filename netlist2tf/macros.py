@@ -32,7 +32,9 @@ from .ir import CONST0, CONST1, CONSTX, Cell
 from .validate import Problem
 
 GROUP = 8          # blocks per lookahead group (2**8: the bfloat16-exact range)
-MACRO_CELLS = ("$alu",)
+SHIFT_CELLS = ("$shl", "$shr", "$sshl", "$sshr", "$shift", "$shiftx")
+MACRO_CELLS = ("$alu",) + SHIFT_CELLS
+MAX_SHIFT_AMOUNT_BITS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,8 +267,91 @@ def _block_carries(b: _Builder, blocks, AA, BB, ci) -> list[tuple[int, bool]]:
     return carry
 
 
+def shift_table(cell: Cell) -> list[list]:
+    """``table[v][i]``: what output bit i of a shift cell is when the amount is v: ``("a", j)`` (bit j
+    of A), or the constant 0/1. Found by simulating the cell (the one definition of its semantics) on
+    A = 0 and A = 1 << j for every amount; a shift is a selection, so exactly one A bit (or none) can
+    change an output bit, which is checked."""
+    import numpy as np
+
+    from .ir import Net, Netlist, Port
+    from .sim import Simulator
+
+    ins, outs = dict(cell.inputs), dict(cell.outputs)
+    A, B, Y = ins["A"], ins["B"], outs["Y"]
+    aw, bw = len(A), len(B)
+    # A fresh netlist over the cell's own (renumbered) ports.
+    a = tuple(range(3, 3 + aw))
+    b = tuple(range(3 + aw, 3 + aw + bw))
+    y = tuple(range(3 + aw + bw, 3 + aw + bw + len(Y)))
+    mapping = dict(zip(A + B + Y, a + b + y))
+    ren = lambda sig: tuple(n if n in (CONST0, CONST1, CONSTX) else mapping[n] for n in sig)  # noqa: E731
+    solo = Cell(cell.name, cell.type, cell.params, (("A", ren(A)), ("B", ren(B))), (("Y", ren(Y)),), "")
+    nets = tuple(Net(i, f"n{i}", None) for i in range(3 + aw + bw + len(Y)))
+    nl = Netlist("shift", nets, (Port("a", "input", a, False), Port("b", "input", b, False),
+                                 Port("y", "output", y, False)), (solo,), (), (), ())
+    amounts = 1 << bw
+    lanes = amounts * (aw + 1)
+    sim = Simulator(nl, batch=max(2, lanes))
+    av = [0 if j == aw else 1 << j for v in range(amounts) for j in range(aw + 1)]
+    bv = [v for v in range(amounts) for j in range(aw + 1)]
+    pad = max(2, lanes) - lanes
+    out = sim.step({"a": np.array(av + [0] * pad, dtype=object), "b": np.array(bv + [0] * pad, dtype=object)})["y"]
+    table = []
+    for v in range(amounts):
+        row = []
+        base = int(out[v * (aw + 1) + aw])
+        for i in range(len(Y)):
+            b0 = (base >> i) & 1
+            flips = [j for j in range(aw) if ((int(out[v * (aw + 1) + j]) >> i) & 1) != b0]
+            if len(flips) > 1 or (flips and b0):
+                raise AssertionError(f"{cell.type} {cell.name}: output bit {i} at amount {v} is not a selection")
+            row.append(("a", flips[0]) if flips else b0)
+        table.append(row)
+    return table
+
+
+def expand_shift(cell: Cell, next_net: int, used: set):
+    """A shift by a variable amount in two layers: a one-hot decoder of the amount (one neuron per
+    value), then every output bit as the OR over amounts of [amount == v] AND (its selected A bit):
+    one neuron per (bit, amount) pair whose selection is not constant 0."""
+    ins, outs = dict(cell.inputs), dict(cell.outputs)
+    A, B, Y = ins["A"], ins["B"], outs["Y"]
+    if len(B) > MAX_SHIFT_AMOUNT_BITS:
+        raise UnsupportedDesignError([Problem(f"cell {cell.name} ({cell.type})", cell.src,
+                                              f"a {len(B)}-bit shift amount; macros take at most "
+                                              f"{MAX_SHIFT_AMOUNT_BITS}")])
+    table = shift_table(cell)
+    b = _Builder(next_net, cell)
+    decode = {}
+    for v in range(1 << len(B)):
+        if not any(Y[i] in used and table[v][i] != 0 for i in range(len(Y))):
+            continue
+        lits = [(n, not (v >> k) & 1, 1) for k, n in enumerate(B)]
+        step = b.step(lits, len(B))
+        if step.neuron_count() == 0:
+            continue                                   # a constant amount bit rules v out
+        d = b.new_net(f"amount=={v}")
+        b.emit(d, [step])
+        decode[v] = d
+    for i, out in enumerate(Y):
+        if out not in used:
+            continue
+        steps = []
+        for v, d in decode.items():
+            sel = table[v][i]
+            if sel == 1:
+                steps.append(b.step([(d, False, 1)], 1))
+            elif sel != 0:
+                steps.append(b.step([(d, False, 1), (A[sel[1]], False, 1)], 2))
+        b.emit(out, steps)
+    return b.functions, b.names, b.next_net
+
+
 def expand(cell: Cell, next_net: int, used: set):
     """Dispatch on the cell type (one of ``MACRO_CELLS``)."""
     if cell.type == "$alu":
         return expand_alu(cell, next_net, used)
+    if cell.type in SHIFT_CELLS:
+        return expand_shift(cell, next_net, used)
     raise ValueError(f"no macro for {cell.type}")

@@ -61,11 +61,15 @@ LUT_FLOW = tuple(step for cmd in GATE_FLOW
                               ("dffunmap", "abc -lut 4") if cmd == "abc" else (cmd,)))
 
 #: The compiler's default flow: the LUT flow, except that adders and comparisons stay word-level
-#: ``$alu`` cells (``alumacc`` in the coarse half makes them), which the compiler lowers as shallow
-#: threshold circuits (``macros.py``). The second ``techmap`` maps what the first one's mappings create
-#: (a multiplier becomes full adders and a final ``$alu``, which is kept).
+#: ``$alu`` cells (``alumacc`` in the coarse half makes them) and shifts by a variable amount of 2-8
+#: bits stay ``$shl``/``$shr``/``$sshl``/``$sshr``/``$shift``/``$shiftx`` cells, which the compiler
+#: lowers as shallow threshold circuits (``macros.py``). The selection is "every cell but those"; the
+#: second ``techmap`` maps what the first one's mappings create (a multiplier becomes full adders and a
+#: final ``$alu``, which is kept).
+_KEEP = ("t:$alu t:$shl t:$shr %u t:$sshl %u t:$sshr %u t:$shift %u t:$shiftx %u "
+         "r:B_WIDTH>=2 %i r:B_WIDTH<=8 %i %u %n")
 MACRO_FLOW = tuple(step for cmd in LUT_FLOW
-                   for step in (("techmap t:$alu %n", "techmap t:$alu %n") if cmd == "techmap" else (cmd,)))
+                   for step in ((f"techmap {_KEEP}",) * 2 if cmd == "techmap" else (cmd,)))
 
 FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW, "macro": MACRO_FLOW}
 

@@ -1,4 +1,4 @@
-"""Adders and comparisons of many widths, for the compiler's $alu macros (tests/test_macros.py)."""
+"""Adders, comparisons and shifts of many widths, for the compiler's macros (tests/test_macros.py)."""
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
@@ -14,6 +14,10 @@ class Arith(wiring.Component):
     flags: Out(5)
     acc: Out(64)
     small: Out(5)
+    shl: Out(63)
+    shr: Out(32)
+    sra: Out(32)
+    bsel: Out(8)
 
     def elaborate(self, platform):
         m = Module()
@@ -29,6 +33,10 @@ class Arith(wiring.Component):
                               self.c.as_signed() > -5)),
             self.acc.eq(acc),
             self.small.eq(small),
+            self.shl.eq(self.a << self.c[:5]),                  # $shl
+            self.shr.eq(self.a >> self.b[:5]),                  # $shr
+            self.sra.eq(self.a.as_signed() >> self.c[8:13]),    # $sshr
+            self.bsel.eq(self.b.bit_select(self.c[:6], 8)),     # $shift, out of range reads 0
         ]
         return m
 
