@@ -5,6 +5,7 @@ No host code writes model state: the prompt (initial register frame + each cycle
 all the model is given; every other token it generates itself (greedy argmax).
 """
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
@@ -54,12 +55,19 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
                 logits = out.logits[:, -1]
         return logits
 
-    # The compiled model's tensors are tiny: one thread avoids thread-pool hand-offs that cost more
-    # than the work (measured: a 48-channel depthwise conv1d took 49 ms on 2 busy cores, 0.06 ms on 1).
+    with single_thread():
+        return _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers)
+
+
+@contextlib.contextmanager
+def single_thread():
+    """Run torch on one thread meanwhile. The compiled model's tensors are tiny: one thread avoids
+    thread-pool hand-offs that cost more than the work (measured: a 48-channel depthwise conv1d took
+    49 ms on 2 busy cores, 0.06 ms on 1)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers)
+        yield
     finally:
         torch.set_num_threads(threads)
 

@@ -30,6 +30,16 @@ class BitFunction:
         return bin(self.table).count("1")
 
 
+def lone_cell_netlist(cell: Cell, inputs, outputs) -> Netlist:
+    """A netlist of ``cell`` alone with the given (name, nets) input and output ports, to simulate
+    the cell by itself (the simulator is the one definition of every cell's semantics)."""
+    sigs = [sig for _, sig in inputs + outputs] + [sig for _, sig in cell.inputs + cell.outputs]
+    top = max([n for sig in sigs for n in sig] + [CONSTX]) + 1
+    ports = tuple(Port(name, "input", sig, False) for name, sig in inputs) + \
+        tuple(Port(name, "output", sig, False) for name, sig in outputs)
+    return Netlist(cell.name, tuple(Net(i, f"n{i}", None) for i in range(top)), ports, (cell,), (), (), ())
+
+
 def cell_bit_functions(cell: Cell, max_inputs: int = MAX_INPUTS) -> list[BitFunction]:
     """The function of every output bit of ``cell`` (a combinational cell of a validated netlist).
 
@@ -40,16 +50,14 @@ def cell_bit_functions(cell: Cell, max_inputs: int = MAX_INPUTS) -> list[BitFunc
     inputs = sorted({n for _, sig in cell.inputs for n in sig if n not in (CONST0, CONST1, CONSTX)})
     outputs = [n for _, sig in cell.outputs for n in sig]
     k = len(inputs)   # a wide cell may still be narrow per output bit: checked per bit below
-    top = max([*inputs, *outputs, CONSTX]) + 1
-    nets = tuple(Net(i, f"n{i}", None) for i in range(top))
-    ports = tuple(Port(f"i{n}", "input", (n,), False) for n in inputs) + \
-        tuple(Port(f"o{j}", "output", (n,), False) for j, n in enumerate(outputs))
+    ins = [(f"i{n}", (n,)) for n in inputs]
+    outs = [(f"o{j}", (n,)) for j, n in enumerate(outputs)]
     if k > 16:
         raise UnsupportedDesignError([Problem(
             f"cell {cell.name} ({cell.type})", cell.src,
             f"it has {k} input bits; the compiler maps cells of at most {max_inputs} input bits per "
             f"output to FFN neurons: synthesize with --flow lut")])
-    sim = Simulator(Netlist(cell.name, nets, ports, (cell,), (), (), ()), batch=max(2, 1 << k))
+    sim = Simulator(lone_cell_netlist(cell, ins, outs), batch=max(2, 1 << k))
     patterns = np.arange(1 << k, dtype=np.uint64)
     if len(patterns) < 2:
         patterns = np.zeros(2, dtype=np.uint64)

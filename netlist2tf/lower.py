@@ -11,7 +11,7 @@ dead, the old net's last reader resetting it, so the hidden size follows the mos
 rather than their total.
 """
 
-import bisect
+import heapq
 
 from .gadgets.ffn_threshold import Neuron, boolean_function
 from .gadgets.layout import ResidualLayout
@@ -117,16 +117,15 @@ def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) ->
         last[n] = L          # never freed
     pairs: dict[int, int] = {}
     resets: list[list[int]] = [[] for _ in range(L)]
-    pending: list[tuple[int, int, int, int]] = []   # (time it becomes free, pair, dead net, reset layer)
-    released: list[tuple[int, int, int]] = []       # free pairs, sorted: (pair, dead net, reset layer)
+    pending: list[tuple[int, int, int, int]] = []   # heap: (time it becomes free, pair, dead net, reset layer)
+    released: list[tuple[int, int, int]] = []       # heap of free pairs: (pair, dead net, reset layer)
     next_pair = 0
     for n in sorted(order, key=lambda n: written[n]):   # stable: ties keep the deterministic order
         t = written[n]
-        for item in [p for p in pending if p[0] <= t]:
-            pending.remove(item)
-            bisect.insort(released, item[1:])
+        while pending and pending[0][0] <= t:
+            heapq.heappush(released, heapq.heappop(pending)[1:])
         if released:
-            pair, dead, layer = released.pop(0)
+            pair, dead, layer = heapq.heappop(released)
             resets[layer].append(dead)                 # reset only pairs that are taken again
             pairs[n] = pair
         else:
@@ -134,7 +133,7 @@ def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) ->
             next_pair += 1
         r = last.get(n)
         if r is not None and r < L and 2 * r + 1 > t:
-            pending.append((2 * r + 1, pairs[n], n, r))
+            heapq.heappush(pending, (2 * r + 1, pairs[n], n, r))
     return pairs, resets
 
 

@@ -26,9 +26,12 @@ check it against the netlist simulator's ``$alu`` without any model.
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from .errors import UnsupportedDesignError
 from .gadgets.ffn_threshold import Neuron, threshold_gate
 from .ir import CONST0, CONST1, CONSTX, Cell
+from .logic import lone_cell_netlist
 from .validate import Problem
 
 GROUP = 8          # blocks per lookahead group (2**8: the bfloat16-exact range)
@@ -272,9 +275,6 @@ def shift_table(cell: Cell) -> list[list]:
     of A), or the constant 0/1. Found by simulating the cell (the one definition of its semantics) on
     A = 0 and A = 1 << j for every amount; a shift is a selection, so exactly one A bit (or none) can
     change an output bit, which is checked."""
-    import numpy as np
-
-    from .ir import Net, Netlist, Port
     from .sim import Simulator
 
     ins, outs = dict(cell.inputs), dict(cell.outputs)
@@ -287,9 +287,7 @@ def shift_table(cell: Cell) -> list[list]:
     mapping = dict(zip(A + B + Y, a + b + y))
     ren = lambda sig: tuple(n if n in (CONST0, CONST1, CONSTX) else mapping[n] for n in sig)  # noqa: E731
     solo = Cell(cell.name, cell.type, cell.params, (("A", ren(A)), ("B", ren(B))), (("Y", ren(Y)),), "")
-    nets = tuple(Net(i, f"n{i}", None) for i in range(3 + aw + bw + len(Y)))
-    nl = Netlist("shift", nets, (Port("a", "input", a, False), Port("b", "input", b, False),
-                                 Port("y", "output", y, False)), (solo,), (), (), ())
+    nl = lone_cell_netlist(solo, [("a", a), ("b", b)], [("y", y)])
     amounts = 1 << bw
     lanes = amounts * (aw + 1)
     sim = Simulator(nl, batch=max(2, lanes))

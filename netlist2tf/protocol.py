@@ -218,6 +218,15 @@ class TraceProtocol:
         return [self.token(Field(IN, j, cycle % 2, v))
                 for j, v in enumerate(self._pack(self.inputs, inputs, self.input_ports))]
 
+    def generated_tokens(self, cycle: int, chunk_values: dict, registers: dict) -> list[int]:
+        """The generated tokens of frame ``cycle`` (the inverse of ``decode_frame``): OUT, MA and MD
+        chunk values from ``chunk_values`` ({(kind, chunk index): value}), REG chunks packed from
+        ``registers`` (state name -> next value)."""
+        regs = self._pack(self.registers, registers, self.register_names)
+        return [self.token(Field(kind, j, self.parity_of(kind, cycle % 2),
+                                 regs[j] if kind == REG else chunk_values[(kind, j)]))
+                for kind, j in self.generated]
+
     def decode_frame(self, cycle: int, tokens: list[int]) -> tuple[dict, dict]:
         """The generated tokens of frame ``cycle`` -> ({output: value}, {register: next value});
         the memory write tokens are checked for their place in the frame, not decoded.

@@ -6,9 +6,17 @@ register value of every cycle must be equal. The first difference is reported wi
 values.
 """
 
+import dataclasses
+import sys
 from dataclasses import dataclass
 
-from .host import run_model
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from .host import run_model, single_thread
+from .ir import Port
+from .protocol import MA, MD, OUT
 from .sim import RandomStimulus, Simulator
 
 
@@ -39,10 +47,9 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
         out = sim.step(vals)
         state = sim.state()
         for row in range(batch):
-            pick = (lambda v: int(v) if batch == 1 else int(v[row]))
-            inputs[row][k] = {n: int(v[0]) if batch == 1 else int(v[row]) for n, v in vals.items()}
-            outputs[row][k] = {n: pick(v) for n, v in out.items()}
-            regs[row][k] = {n: pick(v) for n, v in state.items() if n.startswith("reg:")}
+            inputs[row][k] = {n: _lane(v, row) for n, v in vals.items()}
+            outputs[row][k] = {n: _lane(v, row) for n, v in out.items()}
+            regs[row][k] = {n: _lane(v, row) for n, v in state.items() if n.startswith("reg:")}
     run = run_model(model, protocol, initial_registers, inputs, cycles, prefill=prefill,
                     initial_memory=initial_memory)
     for k in range(cycles):
@@ -71,13 +78,9 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
     inputs as ``verify_model``: (token rows, generated mask, [(cycle, position of its first
     generated token)]). The generated chunks' nets are exposed as extra output ports, so memory
     write tokens come from the simulator too."""
-    import dataclasses
-
-    from .ir import Port
-    from .protocol import MA, MD, OUT
-
-    probes = [(kind, c) for kind in (OUT, MA, MD) for c in protocol.chunks_of(kind)]
-    extra = tuple(Port(f"__chunk_{kind}_{c.index}", "output", c.bits, False) for kind, c in probes)
+    probes = [(kind, c.index) for kind in (OUT, MA, MD) for c in protocol.chunks_of(kind)]
+    extra = tuple(Port(f"__chunk_{kind}_{j}", "output", protocol.chunks_of(kind)[j].bits, False)
+                  for kind, j in probes)
     sim = Simulator(dataclasses.replace(netlist, ports=netlist.ports + extra), batch=batch)
     if initial_memory and protocol.memory:
         sim.load_memory(protocol.memory, initial_memory)
@@ -87,24 +90,16 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
     rows = [list(prompt) for _ in range(batch)]
     generated = [False] * len(prompt)
     frames = []
-    from .protocol import REG, Field
     for k in range(cycles):
         vals = stim.values(k, sim)
         out = sim.step(vals)
         state = sim.state()
         for row in range(batch):
-            pick = (lambda v: _lane(v, row))
-            toks = protocol.input_tokens(k, {n: pick(v) for n, v in vals.items()})
+            toks = protocol.input_tokens(k, {n: _lane(v, row) for n, v in vals.items()})
             n_in = len(toks)
-            by_kind = {}
-            for kind, c in probes:
-                by_kind.setdefault(kind, []).append(
-                    protocol.token(Field(kind, c.index, protocol.parity_of(kind, k % 2),
-                                         pick(out[f"__chunk_{kind}_{c.index}"]))))
-            regs = {n: pick(v) for n, v in state.items() if n.startswith("reg:")}
-            by_kind[REG] = [protocol.token(Field(REG, j, protocol.parity_of(REG, k % 2), v)) for j, v in
-                            enumerate(protocol._pack(protocol.registers, regs, protocol.register_names))]
-            toks += [t for kind in (OUT, REG, MA, MD) for t in by_kind.get(kind, [])]
+            toks += protocol.generated_tokens(
+                k, {(kind, j): _lane(out[f"__chunk_{kind}_{j}"], row) for kind, j in probes},
+                {n: _lane(v, row) for n, v in state.items() if n.startswith("reg:")})
             if row == 0:
                 frames.append((k, len(rows[0]) + n_in))
                 generated += [False] * n_in + [True] * (len(toks) - n_in)
@@ -114,7 +109,6 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
 
 def _lane(v, row: int) -> int:
     """Batch row ``row`` of a simulator value (an int, or one value per row / one for all)."""
-    import numpy as np
     arr = np.asarray(v, dtype=object).reshape(-1)
     return int(arr[row] if len(arr) > 1 else arr[0])
 
@@ -123,9 +117,8 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
                           batch: int = 1, seed: int = 0, initial_memory: dict | None = None,
                           window: int = 1024):
     """Check every generated token of the simulator's trace against the model's greedy choice, in
-    forward calls of ``window`` positions. Returns (first Divergence or None, tokens checked)."""
-    import torch
-
+    forward calls of ``window`` positions. Returns (None, tokens checked) or (the first Divergence,
+    its position in the trace)."""
     rows, generated, frames = expected_tokens(protocol, netlist, initial_registers, cycles, batch,
                                               seed, initial_memory)
     device = next(model.parameters()).device
@@ -134,30 +127,22 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
     # Keep the logits of one window (batch x window x vocab floats) to a few hundred MB.
     window = max(1, min(window, (1 << 26) // max(1, batch * protocol.vocab_size)))
     cache = None
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    import sys
-
-    from tqdm import tqdm
-    try:
-        with torch.no_grad():
-            for start in tqdm(range(0, n - 1, window), desc="windows", unit="window", file=sys.stderr,
-                              disable=not sys.stderr.isatty() or n < 8 * window):
-                stop = min(n - 1, start + window)
-                out = model(input_ids=ids[:, start:stop], cache=cache, use_cache=True)
-                cache = out.cache
-                pred = torch.argmax(out.logits.float(), dim=-1)
-                want = ids[:, start + 1:stop + 1]
-                mask = torch.tensor(generated[start + 1:stop + 1], device=device)
-                bad = (pred != want) & mask
-                if bool(bad.any()):
-                    hits = torch.nonzero(bad).tolist()
-                    row, col = min(hits, key=lambda rc: (rc[1], rc[0]))     # earliest position
-                    pos = start + 1 + col
-                    return _token_divergence(protocol, frames, pos, row, int(pred[row, col]),
-                                             rows[row][pos]), pos
-    finally:
-        torch.set_num_threads(threads)
+    with single_thread(), torch.no_grad():
+        for start in tqdm(range(0, n - 1, window), desc="windows", unit="window", file=sys.stderr,
+                          disable=not sys.stderr.isatty() or n < 8 * window):
+            stop = min(n - 1, start + window)
+            out = model(input_ids=ids[:, start:stop], cache=cache, use_cache=True)
+            cache = out.cache
+            pred = torch.argmax(out.logits.float(), dim=-1)
+            want = ids[:, start + 1:stop + 1]
+            mask = torch.tensor(generated[start + 1:stop + 1], device=device)
+            bad = (pred != want) & mask
+            if bool(bad.any()):
+                hits = torch.nonzero(bad).tolist()
+                row, col = min(hits, key=lambda rc: (rc[1], rc[0]))     # earliest position
+                pos = start + 1 + col
+                return _token_divergence(protocol, frames, pos, row, int(pred[row, col]),
+                                         rows[row][pos]), pos
     return None, sum(generated) * batch
 
 
@@ -169,15 +154,9 @@ def _token_divergence(protocol, frames, pos: int, row: int, got: int, want: int)
     fg = protocol.field(got) if 0 <= got < protocol.vocab_size else None
     if fg is not None and (fg.kind, fg.chunk, fg.parity) == (fw.kind, fw.chunk, fw.parity):
         chunk = protocol.chunks_of(fw.kind)[fw.chunk]
-        names = chunk.names if fw.kind != "reg" else _reg_bit_names(protocol, fw.chunk)
-        diff = [names[i] for i in range(len(names)) if ((fg.value ^ fw.value) >> i) & 1]
+        diff = [name for i, name in enumerate(chunk.names) if ((fg.value ^ fw.value) >> i) & 1]
         what += f", bits {', '.join(diff)}"
         return Divergence(cycle, row, what, fg.value, fw.value)
     got_s = f"{fg.kind} chunk {fg.chunk} parity {fg.parity}" if fg else f"id {got}"
     return Divergence(cycle, row, what + f", the model emitted a {got_s} token instead", got, want)
 
-
-def _reg_bit_names(protocol, chunk: int) -> list[str]:
-    flat = [f"{name[4:]}[{i}]" for name, width in protocol.register_names for i in range(width)]
-    b = protocol.chunk_bits
-    return flat[chunk * b:(chunk + 1) * b]
