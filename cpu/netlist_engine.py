@@ -81,8 +81,8 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
     live = np.ones(B, dtype=bool)
     fields = [(f, idx["rvfi_" + f]) for f in _RETIRE_FIELDS]
     t0 = time.perf_counter()
-    # A division takes 33 cycles; bound the cycles so a wedged core cannot hang the run.
-    for _ in range(33 * (max_steps + 1) + 1):
+    # An M instruction takes 34 cycles; bound the cycles so a wedged core cannot hang the run.
+    for _ in range(34 * (max_steps + 1) + 1):
         out = sim.step_values()
         valid = out[idx["rvfi_valid"]].astype(bool) & live
         cycles += live
@@ -133,7 +133,7 @@ def _run_single(sim, idx, max_steps, trace) -> RunResult:
     step = sim.step_values
     t0 = time.perf_counter()
     i_pc = idx["rvfi_pc"]
-    while cycles < 33 * (max_steps + 1) + 1:
+    while cycles < 34 * (max_steps + 1) + 1:
         out = step()
         cycles += 1
         if out[i_valid]:

@@ -1,21 +1,25 @@
 """Assemble a compiled model: schedule + protocol -> the weights of a ``Qwen3_5ForCausalLM``.
 
-The model (docs/COMPILER.md 2), for a design with registers and at most one memory write port:
+The model (docs/COMPILER.md 2), for a design with registers, inputs and memories (one write port
+each, any number of asynchronous read ports):
 
 * **embedding**: each token's row is an active residual vector (``layout.initial``) carrying the
-  token's value bits (TV pairs), the storage write key it implies (register chunk j, row = parity;
-  input chunk j; the one-hot memory address of an enabled MA token), the register row to read at this
-  position (RP pairs), and what the model must emit next: a one-hot over the generated chunks (EMIT
-  pairs) and that token's parity (EP pair);
-* **layer 0's mixer** (DeltaNet): one memory head per input chunk (1 row) and per register chunk
-  (2 rows, the frame-parity double buffer), read into the source bit pairs of the logic;
-* **memory reads**: the address decoded to one-hot pairs by an FFN, then a DeltaNet head per read
-  port (and per 16 bits) in a later layer, written at the frame's last MD token from the MA/MD tokens;
+  token's value bits (TV pairs), which layer-0 head it writes (a write enable per input, register
+  and write-port chunk; a register token's parity row), the register row to read at this position
+  (RP pairs), whether it is the frame's commit token, and what the model must emit next: a one-hot
+  over the generated chunks (EMIT pairs) and that token's parity (EP pair);
+* **layer 0's mixer** (DeltaNet): one value head per input chunk and per write-port chunk (one row:
+  the latest token of that chunk) and per register chunk (2 rows, the frame-parity double buffer),
+  ``group`` value heads to a key head, read into the logic's source pairs (and into the gathered
+  write-port fields);
+* **memory reads**: banks of ``head_dim`` words, each a key head whose projection + silu decodes the
+  read port's address bits (no FFN level) and the write port's gathered address, enable and the
+  commit flag: every write of a frame lands at its last token;
 * **FFNs**: the scheduled logic (``lower.lower_logic``); the last layer's FFN also copies the bits of
   the chunk to emit into the EV pairs (an AND-OR over the EMIT one-hot);
 * **LM head**: the score of token T is the number of its fields that match EMIT/EP/EV, so the right
-  token wins by at least 1; every other mixer is silent and the last layer is full attention (so the
-  model has the attention layer that ``transformers``' cache expects).
+  token wins by at least 1. Standalone models have DeltaNet layers only where state is read; the
+  other layers are full attention with all-zero weights (silent), the last one among them.
 """
 
 from dataclasses import dataclass
@@ -28,7 +32,7 @@ from .gadgets.ffn_threshold import Neuron, configure_mlp
 from .gadgets.layout import NORM_WEIGHT, ResidualLayout
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .lower import allocate_pairs_reusing, lower_logic, reset_neurons
-from .protocol import IN, MA, REG, TraceProtocol
+from .protocol import IN, MA, MD, REG, TraceProtocol
 from .schedule import Schedule, ScheduleError, schedule
 from .target import FULL, LINEAR, Target
 
@@ -41,7 +45,7 @@ class Compiled:
     schedule: Schedule
     layout: ResidualLayout
     initial_registers: dict     # "reg:NAME" -> init value
-    initial_memory: dict        # address -> word (non-zero initial words of the written memory)
+    initial_memory: dict        # memory name -> {address: word} (non-zero initial words)
     stats: dict
 
 
@@ -61,12 +65,14 @@ def standalone_layer_types(layers: int) -> tuple[str, ...]:
 
 def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64,
              target: Target | None = None, check_only: bool = False):
-    """Compile ``netlist`` (the LUT flow's netlist) into a model.
+    """Compile ``netlist`` (the LUT/macro flow's netlist) into a model.
 
-    Without ``target`` the model is shaped for the design (``layers`` layers, DeltaNet heads of
-    ``head_dim``). With a ``target`` (e.g. ``Target.from_config_json`` of a Qwen3.5 checkpoint) the
-    model uses exactly its per-layer shapes, or the error lists every number that does not fit.
-    ``check_only``: stop after the fit check and return the demands (no weights are built).
+    Without ``target`` the model is shaped for the design: ``layers`` layers, DeltaNet layers where
+    state is read (layer 0 and the memory reads' layers, the others minimal full-attention layers
+    whose weights are all zero), DeltaNet key heads of ``head_dim`` slots and value heads of one
+    chunk (``4 * chunk_bits`` dims). With a ``target`` (e.g. ``Target.from_config_json`` of a Qwen3.5
+    checkpoint) the model uses exactly its per-layer shapes, or the error lists every number that
+    does not fit. ``check_only``: stop after the fit check and return the demands (no weights).
     Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
     clocks = {r.clock for r in netlist.registers}
     proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits)
@@ -82,31 +88,43 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
         group = target.linear_num_value_heads // target.linear_num_key_heads
     else:
         types = standalone_layer_types(layers)
-        dk = dv = head_dim
-        group = 1
+        dk, dv = head_dim, 4 * chunk_bits
     if types[0] != LINEAR or FULL not in types:
         raise Netlist2TFError("the compiled model needs a DeltaNet layer first (register reads) and "
                               f"at least one full-attention layer; the target's layers are {list(types)}")
-    piece = dv // 4                           # bits per DeltaNet head (quarter packing)
+    piece = dv // 4                           # bits per DeltaNet value head (quarter packing)
     if chunk_bits > piece:
         raise Netlist2TFError(f"{chunk_bits}-bit chunks need DeltaNet value heads of at least "
                               f"{4 * chunk_bits} dims, not {dv}")
-    probe = schedule(netlist, Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16, name="probe"))
-    heads_per_layer = [0] * layers
-    heads_per_layer[0] = len(proto.inputs) + len(proto.registers)
-    for (mem, port), layer in probe.read_layer.items():
-        width = next(m.width for m in netlist.memories if m.name == mem)
-        heads_per_layer[min(layer, layers - 1)] += -(-width // piece)
-    heads = max(1, max(heads_per_layer))
     mems = {m.name: m for m in netlist.memories}
+    if target is None:
+        group = max([1] + [-(-m.width // piece) for m in netlist.memories])
+    probe = schedule(netlist, Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16, name="probe"))
+    if target is None:                        # DeltaNet only where state is read
+        used = {0} | set(probe.read_layer.values())
+        types = tuple(LINEAR if i in used else FULL for i in range(layers))
+    slots = memory_capacity_slots(dk)
+
+    # DeltaNet heads: key heads per layer, each with up to `group` value heads.
+    write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
+    key_heads = [0] * layers
+    key_heads[0] = sum(-(-n // group) for n in (len(proto.inputs), len(proto.registers), len(write_chunks)))
+    for (mem, port), layer in probe.read_layer.items():
+        m = mems[mem]
+        if -(-m.width // piece) > group:
+            raise Netlist2TFError(f"memory {mem}: {m.width}-bit words need {-(-m.width // piece)} value "
+                                  f"heads of {piece} bits per key head, the target groups {group}")
+        key_heads[min(layer, layers - 1)] += -(-m.size // slots)
+    nk = max(1, max(key_heads))
+    mem_proto = {p.memory: p for p in proto.ports}
     d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
     emit_chunks = list(proto.generated)
     kept = {d_of_q[n] if kind == REG else n for kind, idx in emit_chunks
             for n in proto.chunks_of(kind)[idx].bits}
     pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
 
-    # Extra pairs after the logic's: token value, write keys, read rows, emit one-hot, emit parity,
-    # emitted value.
+    # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
+    # parity, commit flag, the gathered write-port fields, emit one-hot, emit parity, emitted value.
     base = max(pairs.values(), default=-1) + 1
     names = {}
 
@@ -115,12 +133,14 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                                  base + sum(len(v) for v in names.values()) + count))
 
     extra("tv", chunk_bits)
-    extra("key_in", len(proto.inputs))
-    extra("key_reg", 2 * len(proto.registers))
+    extra("we_in", len(proto.inputs))
+    extra("we_reg", len(proto.registers))
+    extra("regpar", 2)
+    extra("we_w", len(write_chunks))
     extra("rp", 2)
-    extra("wa", mems[proto.memory].size if proto.memory else 0)
-    for (mem, port) in sorted(probe.read_layer):
-        extra(f"ra:{mem}:{port}", mems[mem].size)
+    extra("commit", 1)
+    for kind, j in write_chunks:
+        extra(f"wf:{kind}:{j}", len(proto.chunks_of(kind)[j].bits))
     extra("emit", len(emit_chunks))
     extra("ep", 1)
     extra("ev", chunk_bits)
@@ -136,21 +156,10 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     def P(name, i=0):
         return layout.pair(names[name][i])
 
-    # The logic, the memory address decoders, then the emit selection in the last layer's FFN.
+    # The logic, the pair resets, then the emit selection in the last layer's FFN.
     neurons = lower_logic(netlist, probe, layout, pairs)
     for layer, nets in enumerate(resets):
         neurons[layer] += reset_neurons(nets, layout, pairs)
-    for (mem, port) in sorted(probe.read_layer):
-        rp = mems[mem].read_ports[port]
-        level = max((probe.level.get(n, 0) for n in rp.addr), default=0)
-        for a in range(mems[mem].size):
-            fixed = [(n, (a >> i) & 1) for i, n in enumerate(rp.addr)]
-            if any(n in (CONST0, CONST1, CONSTX) and int(n == CONST1) != bit for n, bit in fixed):
-                continue                          # a constant address bit rules this word out
-            lits = [(layout.pair(pairs[n])[0 if bit else 1], 1) for n, bit in fixed
-                    if n not in (CONST0, CONST1, CONSTX)]
-            out = P(f"ra:{mem}:{port}", a)
-            neurons[level].append(Neuron(tuple(lits), 1 - len(lits), ((out[0], 1), (out[1], -1))))
     select: list[Neuron] = []
     for e, (kind, idx) in enumerate(emit_chunks):
         chunk = proto.chunks_of(kind)[idx]
@@ -166,22 +175,23 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     neurons[layers - 1] = neurons[layers - 1] + select
     intermediate = max(8, max(len(n) for n in neurons))
     if target is None:
-        target = Target(hidden, intermediate, types, heads, heads, dk, dv, 1, 1, 16,
+        target = Target(hidden, intermediate, types, nk, nk * group, dk, dv, 1, 1, 16,
                         name=f"standalone-{layers}")
     else:
         problems = target.fits(hidden_channels=needed, neurons_per_layer=[len(n) for n in neurons],
-                               deltanet_heads_per_layer=[h * group for h in heads_per_layer],
+                               deltanet_heads_per_layer=[h * group for h in key_heads],
                                attention_heads_per_layer=[])
-        big = [f"memory {m.name} has {m.size} words, a DeltaNet head of the target holds "
-               f"{memory_capacity_slots(dk)}" for m in netlist.memories if m.size > memory_capacity_slots(dk)]
-        if problems or big:
+        if problems:
             raise ScheduleError(f"{netlist.top} does not fit the target {target.name} ({target.source}):\n  - "
-                                + "\n  - ".join(problems + big))
+                                + "\n  - ".join(problems))
     sched = schedule(netlist, target)
+    if sched.read_layer != probe.read_layer:
+        raise AssertionError("the memory reads moved between the probe and the final schedule")
     if check_only:
         return {"target": target.name, "fits": True, "hidden_channels": needed,
-                "neurons_per_layer": [len(n) for n in neurons], "deltanet_heads_per_layer": heads_per_layer,
-                "depth": sched.depth, "layers": layers, "vocab_size": proto.vocab_size}
+                "neurons_per_layer": [len(n) for n in neurons], "deltanet_heads_per_layer":
+                [h * group for h in key_heads], "depth": sched.depth, "layers": layers,
+                "vocab_size": proto.vocab_size}
 
     from transformers import Qwen3_5ForCausalLM
 
@@ -200,54 +210,87 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                 clear_module(layer.linear_attn)
             configure_mlp(layer.mlp, neurons[i], layout.one, torch.bfloat16)
 
-        # Layer 0: the storage heads (one per key head: value heads sharing a key head share addresses).
-        mixer = m.layers[0].linear_attn
-        head = 0
-        for c in proto.inputs:
-            configure_memory(mixer, one=layout.one, write_addr=[P("key_in", c.index)[0]],
-                             read_addr=[layout.one], value_pairs=[P("tv", i) for i in range(len(c.bits))],
-                             out_pairs=[layout.pair(pairs[n]) for n in c.bits], head=head * group)
-            head += 1
-        for c in proto.registers:
-            configure_memory(mixer, one=layout.one,
-                             write_addr=[P("key_reg", 2 * c.index)[0], P("key_reg", 2 * c.index + 1)[0]],
-                             read_addr=[P("rp", 0)[0], P("rp", 1)[0]],
-                             value_pairs=[P("tv", i) for i in range(len(c.bits))],
-                             out_pairs=[layout.pair(pairs[n]) for n in c.bits], head=head * group)
-            head += 1
+        one = layout.one
+        never = [P("commit")[0], P("commit")[1]]       # both sides of a pair: never both 1
+        next_key = [0] * layers
 
-        # Memory read ports: one copy of the memory per read port (and per `piece` bits), in the
-        # mixer of the read's layer; written at the frame's last MD token from the MA/MD fields.
-        used = {0: head}
-        n_md = len(proto.mem_data)
-        for (mem, port) in sorted(sched.read_layer):
-            layer = sched.read_layer[(mem, port)]
-            rp = mems[mem].read_ports[port]
+        def key_head(layer):
+            if next_key[layer] >= nk:
+                raise AssertionError(f"layer {layer}: more key heads than planned")
+            next_key[layer] += 1
+            return next_key[layer] - 1
+
+        # Layer 0: one-chunk value heads, `group` to a key head; each written only by its own
+        # token (write enable), in row 0 (inputs, write-port fields) or in the row of the token's
+        # parity (registers: the double buffer), read in row 0 / the position's read parity.
+        mixer = m.layers[0].linear_attn
+
+        def layer0(chunks, enable, rows_w, rows_r, outs):
+            kh = None
+            for k, c in enumerate(chunks):
+                if k % group == 0:
+                    kh = key_head(0)
+                configure_memory(mixer, one=one, head=kh * group + k % group,
+                                 write_match=rows_w, read_match=rows_r, write_enable=P(enable, k)[0],
+                                 value_pairs=[P("tv", i) for i in range(len(c.bits))], out_pairs=outs(k, c))
+
+        layer0(proto.inputs, "we_in", [[one]], [[one]],
+               lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
+        layer0(proto.registers, "we_reg", [[P("regpar", 0)[0]], [P("regpar", 1)[0]]],
+               [[P("rp", 0)[0]], [P("rp", 1)[0]]], lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
+        layer0([proto.chunks_of(kind)[j] for kind, j in write_chunks], "we_w", [[one]], [[one]],
+               lambda k, c: [P(f"wf:{write_chunks[k][0]}:{write_chunks[k][1]}", i) for i in range(len(c.bits))])
+
+        def field_pairs(kind, idxs):
+            return [P(f"wf:{kind}:{j}", i) for j in idxs for i in range(len(proto.chunks_of(kind)[j].bits))]
+
+        # Memory read ports: banks of `slots` words, each a key head with the word's value heads,
+        # addressed by the read port's address bits (decoded in the head) and written at the
+        # commit token from the gathered fields of the memory's write port.
+        for (mem, port), layer in sorted(sched.read_layer.items()):
+            mm, wp = mems[mem], mem_proto[mem]
+            rp = mm.read_ports[port]
+            ma = field_pairs(MA, wp.ma)                   # [en, addr bits...]
+            md = field_pairs(MD, wp.md)
             mixer = m.layers[layer].linear_attn
-            for lo in range(0, mems[mem].width, piece):
-                bits = range(lo, min(lo + piece, mems[mem].width))
-                configure_memory(
-                    mixer, one=layout.one, head=used.get(layer, 0) * group,
-                    write_addr=[P("wa", a)[0] for a in range(mems[mem].size)],
-                    read_addr=[P(f"ra:{mem}:{port}", a)[0] for a in range(mems[mem].size)],
-                    value_pairs=[P("tv", i % chunk_bits) for i in bits],
-                    value_lags=[n_md - 1 - i // chunk_bits for i in bits], write_lag=n_md,
-                    out_pairs=[layout.pair(pairs[rp.data[i]]) for i in bits])
-                used[layer] = used.get(layer, 0) + 1
+            for bank in range(-(-mm.size // slots)):
+                kh = key_head(layer)
+                words = range(bank * slots, min(mm.size, (bank + 1) * slots))
+                reads, writes = [], []
+                for a in words:
+                    lits = []
+                    for i, n in enumerate(rp.addr):
+                        bit = (a >> i) & 1
+                        if n in (CONST0, CONST1, CONSTX):
+                            if int(n == CONST1) != bit:
+                                lits = never
+                                break
+                        else:
+                            lits.append(layout.pair(pairs[n])[0 if bit else 1])
+                    reads.append(lits or [one])
+                    writes.append([ma[0][0]] + [ma[1 + i][0 if (a >> i) & 1 else 1]
+                                                for i in range(wp.addr_width)] + [P("commit")[0]])
+                for v, lo in enumerate(range(0, mm.width, piece)):
+                    bits = range(lo, min(lo + piece, mm.width))
+                    configure_memory(mixer, one=one, head=kh * group + v, write_match=writes,
+                                     read_match=reads, value_pairs=[md[i] for i in bits],
+                                     out_pairs=[layout.pair(pairs[rp.data[i]]) for i in bits])
 
         # Embedding: one active residual vector per token.
         emb = m.embed_tokens.weight
+        commit_kind = emit_chunks[-1]
         for tok in range(proto.vocab_size):
             f = proto.field(tok)
             bits = {names["tv"][i]: (f.value >> i) & 1 for i in range(chunk_bits)}
             if f.kind == IN:
-                bits[names["key_in"][f.chunk]] = 1
+                bits[names["we_in"][f.chunk]] = 1
             elif f.kind == REG:
-                bits[names["key_reg"][2 * f.chunk + f.parity]] = 1
-            elif f.kind == MA and f.value & 1:
-                addr = f.value >> 1
-                if addr < len(names["wa"]):
-                    bits[names["wa"][addr]] = 1
+                bits[names["we_reg"][f.chunk]] = 1
+                bits[names["regpar"][f.parity]] = 1
+            elif f.kind in (MA, MD):
+                bits[names["we_w"][write_chunks.index((f.kind, f.chunk))]] = 1
+            if (f.kind, f.chunk) == commit_kind:
+                bits[names["commit"][0]] = 1
             bits[names["rp"][proto.read_parity(f)]] = 1
             nxt = proto.next_field_kind(f)
             if nxt is not None:
@@ -270,11 +313,14 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                 head_w[tok, ev[0] if (f.value >> i) & 1 else ev[1]] = 1.0
 
     inits = {f"reg:{r.name}": r.init for r in netlist.registers}
-    memory = {a: w for a, w in enumerate(mems[proto.memory].init) if w} if proto.memory else {}
+    memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
+    memory = {k: v for k, v in memory.items() if v}
     params = sum(p.numel() for p in model.parameters())
     nonzero = sum(int(torch.count_nonzero(p)) for p in model.parameters())
     stats = {"layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
-             "neurons_per_layer": [len(n) for n in neurons], "deltanet_heads": heads_per_layer,
+             "neurons_per_layer": [len(n) for n in neurons],
+             "deltanet_heads": [h * group for h in key_heads], "deltanet_key_heads": key_heads,
+             "layer_types": list(types), "linear_key_head_dim": dk, "linear_value_head_dim": dv,
              "tokens_per_cycle": proto.tokens_per_cycle, "generated_tokens_per_cycle":
              len(proto.generated), "vocab_size": proto.vocab_size,
              "parameters": params, "nonzero": nonzero, "depth": sched.depth}

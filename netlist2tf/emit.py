@@ -20,7 +20,7 @@ from .errors import Netlist2TFError
 from .ir import parse_netlist
 from .protocol import TraceProtocol
 
-FORMAT = 1
+FORMAT = 2
 
 
 def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.float32, settings=None):
@@ -36,7 +36,8 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
         (tmp / "netlist.json").write_text(netlist_json)
         meta = {"format": FORMAT, "chunk_bits": compiled.protocol.chunk_bits,
                 "initial_registers": compiled.initial_registers,
-                "initial_memory": {str(a): w for a, w in compiled.initial_memory.items()},
+                "initial_memory": {name: {str(a): w for a, w in words.items()}
+                                   for name, words in compiled.initial_memory.items()},
                 "dtype": str(dtype).split(".")[-1],
                 "settings": settings or {}, "stats": compiled.stats}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
@@ -79,5 +80,6 @@ def load_checkpoint(folder, dtype=None):
     if model.config.vocab_size != protocol.vocab_size:
         raise Netlist2TFError(f"{folder}: the model's vocabulary ({model.config.vocab_size}) does not "
                               f"match its trace protocol ({protocol.vocab_size}); recompile it")
-    meta["initial_memory"] = {int(a): w for a, w in meta.get("initial_memory", {}).items()}
+    meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
+                              for name, words in meta.get("initial_memory", {}).items()}
     return model, protocol, netlist, meta["initial_registers"], meta

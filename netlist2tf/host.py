@@ -24,19 +24,23 @@ class ModelRun:
 
 
 def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: list, cycles: int,
-              prefill: bool = True, initial_memory: dict | None = None) -> ModelRun:
-    """Run ``cycles`` cycles on a batch: ``inputs[row][cycle]`` is that row's {input port: value}.
+              prefill: bool = True, initial_memory=None, until=None) -> ModelRun:
+    """Run up to ``cycles`` cycles on a batch: ``inputs[row][cycle]`` is that row's {input port: value}.
 
-    ``initial_memory`` ({address: word}) is written by prompt tokens.
-    ``prefill=True`` feeds each stretch of known tokens (the prompt, each cycle's inputs) in one call
-    (the chunked DeltaNet path); ``False`` feeds every token alone (the recurrent path).
-    Raises TraceError when the generated tokens break the protocol.
+    ``initial_memory`` ({memory name: {address: word}}, or a list of those, one per row) is written
+    by prompt tokens. ``prefill=True`` feeds each stretch of known tokens (the prompt, each cycle's
+    inputs) in one call (the chunked DeltaNet path); ``False`` feeds every token alone (the recurrent
+    path). ``until(cycle, outputs)`` (outputs: that cycle's {port: value} per row) returning True
+    stops after that cycle. Raises TraceError when the generated tokens break the protocol.
     """
     B = len(inputs)
     if B == 0:
         raise Netlist2TFError("run_model needs at least one batch row of inputs")
     device = next(model.parameters()).device
-    seqs = [list(protocol.initial_tokens(initial_registers, initial_memory)) for _ in range(B)]
+    mems = initial_memory if isinstance(initial_memory, list) else [initial_memory] * B
+    if len(mems) != B:
+        raise Netlist2TFError(f"{len(mems)} initial memories for {B} batch rows")
+    seqs = protocol.initial_prompts(initial_registers, mems)
     pending = [list(s) for s in seqs]          # tokens not yet fed to the model
     cache = None
     n_gen = len(protocol.generated)
@@ -56,7 +60,7 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
         return logits
 
     with single_thread():
-        return _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers)
+        return _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers, until)
 
 
 @contextlib.contextmanager
@@ -72,7 +76,7 @@ def single_thread():
         torch.set_num_threads(threads)
 
 
-def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers) -> ModelRun:
+def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers, until) -> ModelRun:
     import sys
 
     from tqdm import tqdm
@@ -98,4 +102,6 @@ def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, regis
             outs, regs = protocol.decode_frame(cycle, generated[row])
             outputs[row].append(outs)
             registers[row].append(regs)
+        if until is not None and until(cycle, [outputs[row][-1] for row in range(B)]):
+            break
     return ModelRun(outputs, registers, seqs)

@@ -73,7 +73,8 @@ def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) ->
 
     Time runs mixer 0, FFN 0, mixer 1, ... (mixer l = 2l, FFN l = 2l + 1). A net is written by layer
     0's mixer (inputs, registers), by a memory read's mixer, or by its cell's FFN; it is read by the
-    FFNs of the units that use it and of the memory address decoders; ``kept`` nets (what the last
+    FFNs of the units that use it and by the mixers of the memory reads it addresses (the pair
+    is then reset by that layer's FFN); ``kept`` nets (what the last
     layer emits) live to the end. The FFN of a net's last reader also resets its pair to (0, 1) with
     one neuron (relu(b) subtracted from b and added to 1 - b); from then on the pair is free for a
     net written by that FFN or any later mixer/FFN. Returns ({net: pair}, resets[layer] = nets whose
@@ -108,11 +109,9 @@ def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) ->
         for f in sched.functions[u]:
             for n in f.support:
                 last[n] = max(last.get(n, -1), sched.cell_layer[u])
-    for (mem, port) in sched.read_layer:
-        rp = mems[mem].read_ports[port]
-        level = max((sched.level.get(n, 0) for n in rp.addr), default=0)
-        for n in rp.addr:
-            last[n] = max(last.get(n, -1), level)
+    for (mem, port), layer in sched.read_layer.items():
+        for n in mems[mem].read_ports[port].addr:     # read by the memory head in mixer `layer`:
+            last[n] = max(last.get(n, -1), layer)      # reset by that layer's FFN at the earliest
     for n in kept:
         last[n] = L          # never freed
     pairs: dict[int, int] = {}

@@ -36,7 +36,8 @@ from .validate import Problem
 
 GROUP = 8          # blocks per lookahead group (2**8: the bfloat16-exact range)
 SHIFT_CELLS = ("$shl", "$shr", "$sshl", "$sshr", "$shift", "$shiftx")
-MACRO_CELLS = ("$alu",) + SHIFT_CELLS
+REDUCE_CELLS = ("$reduce_and", "$reduce_or", "$reduce_bool", "$logic_not", "$eq", "$ne")
+MACRO_CELLS = ("$alu",) + SHIFT_CELLS + REDUCE_CELLS
 MAX_SHIFT_AMOUNT_BITS = 8
 
 
@@ -346,8 +347,71 @@ def expand_shift(cell: Cell, next_net: int, used: set):
     return b.functions, b.names, b.next_net
 
 
+def _extended(sig, width: int, signed: bool) -> list:
+    """``sig`` extended to ``width`` bits as Yosys does (sign bit or 0)."""
+    sig = list(sig)
+    fill = sig[-1] if signed and sig else CONST0
+    return sig + [fill] * (width - len(sig))
+
+
+def expand_reduce(cell: Cell, next_net: int, used: set):
+    """Wide reductions and (in)equalities as single thresholds instead of LUT trees.
+
+    ``$reduce_and`` = [sum a >= n]; ``$reduce_or``/``$reduce_bool`` = [sum a >= 1]; ``$logic_not`` =
+    [sum (1 - a) >= n]. ``$eq``/``$ne``: the per-bit mismatch is a literal where one side is
+    constant (one layer in all) and an XOR (``[a + b >= 1] - [a + b >= 2]``) where both are signals
+    (two layers); then [no mismatch] or [some mismatch]. Every positive pre-activation is <= the
+    width (<= 256 keeps bfloat16 exact; wider cells are refused). Output bits above 0 are 0."""
+    ins, outs = dict(cell.inputs), dict(cell.outputs)
+    Y = outs["Y"]
+    b = _Builder(next_net, cell)
+    p = {k: int(v) for k, v in cell.params if k in ("A_SIGNED", "B_SIGNED")}
+    if cell.type in ("$eq", "$ne"):
+        signed = bool(p.get("A_SIGNED")) and bool(p.get("B_SIGNED"))
+        w = max(len(ins["A"]), len(ins["B"]))
+        A, B = _extended(ins["A"], w, signed), _extended(ins["B"], w, signed)
+        mism = []                               # literals that are 1 where the bits differ
+        for x, y in zip(A, B):
+            cx, cy = _lit_value(x, False), _lit_value(y, False)
+            if cx is not None and cy is not None:
+                mism.append((CONST1 if cx != cy else CONST0, False))
+            elif cx is not None or cy is not None:
+                sig, c = (y, cx) if cx is not None else (x, cy)
+                mism.append((sig, c == 1))
+            else:
+                d = b.new_net(f"xor{len(mism)}")
+                b.emit(d, [b.step([(x, False, 1), (y, False, 1)], 1),
+                           b.step([(x, False, 1), (y, False, 1)], 2, -1)])
+                mism.append((d, False))
+        lits = mism
+        any_set = cell.type == "$ne"
+    else:
+        lits = [(n, False) for n in ins["A"]]
+        if cell.type == "$logic_not":
+            lits, any_set = [(n, True) for n in ins["A"]], False
+        else:
+            any_set = cell.type != "$reduce_and"
+    if len(lits) > 256:
+        raise UnsupportedDesignError([Problem(f"cell {cell.name} ({cell.type})", cell.src,
+                                              f"{len(lits)} inputs; the reduction macro takes at most 256")])
+    for i, out in enumerate(Y):
+        if out not in used:
+            continue
+        if i:
+            b.emit(out, [])
+        elif any_set:
+            b.emit(out, [b.step([(n, inv, 1) for n, inv in lits], 1)])
+        elif cell.type == "$eq":
+            b.emit(out, [b.step([(n, not inv, 1) for n, inv in lits], len(lits))])
+        else:
+            b.emit(out, [b.step([(n, inv, 1) for n, inv in lits], len(lits))])
+    return b.functions, b.names, b.next_net
+
+
 def expand(cell: Cell, next_net: int, used: set):
     """Dispatch on the cell type (one of ``MACRO_CELLS``)."""
+    if cell.type in REDUCE_CELLS:
+        return expand_reduce(cell, next_net, used)
     if cell.type == "$alu":
         return expand_alu(cell, next_net, used)
     if cell.type in SHIFT_CELLS:

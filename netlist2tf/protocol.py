@@ -6,11 +6,14 @@ A token carries a *field*: (kind, chunk, parity, value) with ``chunk_bits`` bits
 * ``OUT`` chunks hold the cycle's output values; the model generates them.
 * ``REG`` chunks hold the registers' values for the NEXT cycle; the model generates them after the
   outputs. The initial register values are a frame of REG tokens in the prompt.
-* ``MA``/``MD``: the design's memory write port, generated last: one MA token (bit 0 = write enable,
-  then the address) and the MD chunks of the data. The memory head writes at the last MD token only
-  (it takes the address and data from the earlier tokens through its conv taps), so every position
-  of the frame but the last reads the memory as it was at the start of the cycle. The prompt holds
-  one (MA, MD...) group per non-zero initial word (or one disabled group).
+* ``MA``/``MD``: the design's memory write ports, generated last, port after port: the MA chunks
+  (bit 0 = write enable, then the address) and the MD chunks of the data. Every write of the frame
+  commits at the frame's last token (the last MD chunk of the last port): the model gathers the
+  fields of every port there (each chunk is kept in a one-row DeltaNet head of layer 0), so every
+  earlier position of the frame reads the memories as they were at the start of the cycle. The
+  prompt holds, per non-zero initial word of a memory, that memory's port group followed by the
+  later ports' groups disabled (so it too ends on the commit token); ports of memories with initial
+  contents come last, which makes that just the memory's own group.
 
 Parity (docs/COMPILER.md 2): frame k reads register row ``k % 2`` and writes row ``(k + 1) % 2``.
 IN and OUT tokens of frame k carry ``k % 2``, REG tokens of frame k carry ``(k + 1) % 2`` (the row they
@@ -50,6 +53,17 @@ class Chunk:
 
 
 @dataclass(frozen=True, slots=True)
+class WritePort:
+    """A memory's write port in the frame: its MA chunk indices (enable, address) and MD chunk
+    indices (data), and the widths."""
+    memory: str
+    ma: tuple[int, ...]
+    md: tuple[int, ...]
+    addr_width: int
+    data_width: int
+
+
+@dataclass(frozen=True, slots=True)
 class TraceProtocol:
     chunk_bits: int
     inputs: tuple[Chunk, ...]
@@ -58,9 +72,13 @@ class TraceProtocol:
     input_ports: tuple[tuple[str, int], ...]     # (name, width) in chunk order
     output_ports: tuple[tuple[str, tuple[int, ...]], ...]   # (name, its nets; constants 0/1/2)
     register_names: tuple[tuple[str, int], ...]  # (state name "reg:NAME", width)
-    mem_addr: tuple[Chunk, ...] = ()             # () or (the MA chunk: enable net, address nets)
-    mem_data: tuple[Chunk, ...] = ()             # the MD chunks
-    memory: str = ""                             # the written memory's name
+    mem_addr: tuple[Chunk, ...] = ()             # the MA chunks of every write port, port after port
+    mem_data: tuple[Chunk, ...] = ()             # the MD chunks, likewise
+    ports: tuple["WritePort", ...] = ()          # which MA/MD chunks belong to which memory
+
+    @property
+    def memories(self) -> tuple[str, ...]:
+        return tuple(p.memory for p in self.ports)
 
     @staticmethod
     def from_netlist(netlist: Netlist, clock_nets=frozenset(), chunk_bits: int = 8) -> "TraceProtocol":
@@ -83,31 +101,31 @@ class TraceProtocol:
         if not regs and not outs:
             raise Netlist2TFError(f"{netlist.top} has no registers and no non-constant outputs: the "
                                   f"model would have nothing to generate")
-        ports = [(m, wp) for m in netlist.memories for wp in m.write_ports]
-        if len(ports) > 1:
-            raise Netlist2TFError(f"{netlist.top} has {len(ports)} memory write ports; the compiler "
-                                  f"commits one write per cycle so far (docs/COMPILER.md 2)")
-        ma, md, mem = (), (), ""
-        if ports:
-            m, wp = ports[0]
+        ma, md, ports = [], [], []
+        # memories with initial contents last: their prompt groups then end on the commit token
+        for m in sorted(netlist.memories, key=lambda m: (any(m.init), m.name)):
+            if len(m.write_ports) > 1:
+                raise Netlist2TFError(f"memory {m.name} has {len(m.write_ports)} write ports; the "
+                                      f"compiler takes one write port per memory")
+            if not m.write_ports:
+                continue
+            wp = m.write_ports[0]
             if len(set(wp.enable)) != 1:
                 raise Netlist2TFError(f"memory {m.name}: per-bit write enables are not supported by "
-                                      f"the compiler yet; write whole words")
+                                      f"the compiler; write whole words (merge the bytes in the design)")
             if m.offset:
                 raise Netlist2TFError(f"memory {m.name} starts at address {m.offset}, not 0")
-            if 1 + len(wp.addr) > chunk_bits:
-                raise Netlist2TFError(f"memory {m.name}: a {len(wp.addr)}-bit address and its enable do "
-                                      f"not fit a {chunk_bits}-bit token; raise --chunk-bits")
-            ma = chunks(MA, [("en", wp.enable[:1]), ("addr", wp.addr)])
-            md = chunks(MD, [("data", wp.data)])
-            if len(md) > 3:
-                raise Netlist2TFError(f"memory {m.name}: {len(wp.data)}-bit words need {len(md)} data "
-                                      f"tokens, at most 3 reach the write through the conv taps")
-            mem = m.name
+            a = [Chunk(MA, len(ma) + c.index, c.bits, c.names)
+                 for c in chunks(MA, [(f"{m.name}.en", wp.enable[:1]), (f"{m.name}.addr", wp.addr)])]
+            d = [Chunk(MD, len(md) + c.index, c.bits, c.names) for c in chunks(MD, [(f"{m.name}.data", wp.data)])]
+            ports.append(WritePort(m.name, tuple(c.index for c in a), tuple(c.index for c in d),
+                                   len(wp.addr), len(wp.data)))
+            ma += a
+            md += d
         return TraceProtocol(chunk_bits, chunks(IN, ins), chunks(OUT, outs), chunks(REG, regs),
                              tuple((n, len(s)) for n, s in ins),
                              tuple((p.name, p.bits) for p in netlist.outputs),
-                             tuple((n, len(s)) for n, s in regs), ma, md, mem)
+                             tuple((n, len(s)) for n, s in regs), tuple(ma), tuple(md), tuple(ports))
 
     # -- token ids -----------------------------------------------------------------------------
     def chunks_of(self, kind: str) -> tuple[Chunk, ...]:
@@ -117,7 +135,17 @@ class TraceProtocol:
     @property
     def generated(self) -> list[tuple[str, int]]:
         """(kind, chunk) of the generated tokens of a frame, in order."""
-        return [(k, c.index) for k in (OUT, REG, MA, MD) for c in self.chunks_of(k)]
+        out = [(k, c.index) for k in (OUT, REG) for c in self.chunks_of(k)]
+        for p in self.ports:
+            out += [(MA, j) for j in p.ma] + [(MD, j) for j in p.md]
+        return out
+
+    def port(self, memory: str) -> "WritePort":
+        for p in self.ports:
+            if p.memory == memory:
+                return p
+        raise Netlist2TFError(f"memory {memory!r} has no write port in this protocol "
+                              f"(ports: {', '.join(self.memories) or 'none'})")
 
     def _base(self, kind: str, chunk: int, parity: int) -> int:
         per = 1 << self.chunk_bits
@@ -197,22 +225,55 @@ class TraceProtocol:
 
     def initial_tokens(self, registers: dict, memory: dict | None = None) -> list[int]:
         """The prompt (a frame of parity 1 that ends with every write committed): REG tokens of
-        parity 0 with ``registers`` (state name -> value), then one write group per non-zero word of
-        ``memory`` ({address: word}), or one disabled group."""
+        parity 0 with ``registers`` (state name -> value), then per non-zero word of each memory in
+        ``memory`` ({memory name: {address: word}}) its port group and the later ports' groups
+        disabled; with no initial words, one disabled group per port."""
         toks = [self.token(Field(REG, j, 0, v))
                 for j, v in enumerate(self._pack(self.registers, registers, self.register_names))]
-        if self.mem_addr:
-            words = [(a, w) for a, w in sorted((memory or {}).items()) if w] or [(None, 0)]
-            for addr, word in words:
-                toks += self.write_tokens(addr, word, frame_parity=1)
+        memory = memory or {}
+        unknown = sorted(set(memory) - set(self.memories))
+        if unknown:
+            raise Netlist2TFError(f"initial contents for {', '.join(unknown)}, which the design does "
+                                  f"not write (written memories: {', '.join(self.memories) or 'none'})")
+        groups = 0
+        for i, p in enumerate(self.ports):
+            for addr, word in sorted(memory.get(p.memory, {}).items()):
+                if word:
+                    toks += self.write_tokens(p.memory, addr, word, frame_parity=1)
+                    for later in self.ports[i + 1:]:
+                        toks += self.write_tokens(later.memory, None, 0, frame_parity=1)
+                    groups += 1
+        if self.ports and not groups:
+            for p in self.ports:
+                toks += self.write_tokens(p.memory, None, 0, frame_parity=1)
         return toks
 
-    def write_tokens(self, addr, word: int, frame_parity: int) -> list[int]:
-        """An (MA, MD...) group writing ``word`` at ``addr`` (``None``: a disabled write)."""
-        ma = 0 if addr is None else 1 | (addr << 1)
-        data = self._pack(self.mem_data, {"data": word}, [("data", sum(len(c.bits) for c in self.mem_data))])
-        return [self.token(Field(MA, 0, frame_parity, ma))] + \
-            [self.token(Field(MD, j, frame_parity, v)) for j, v in enumerate(data)]
+    def initial_prompts(self, registers: dict, memories: list) -> list[list[int]]:
+        """One prompt per batch row (``memories[row]`` as for ``initial_tokens``), padded to one
+        length with disabled groups of the last write port (each ends on the commit token and
+        writes nothing), so rows with different memory images run in one batch."""
+        prompts = [self.initial_tokens(registers, m) for m in memories]
+        longest = max(len(p) for p in prompts)
+        if self.ports:
+            pad = self.write_tokens(self.ports[-1].memory, None, 0, frame_parity=1)
+            for p in prompts:
+                if (longest - len(p)) % len(pad):
+                    raise AssertionError("prompts differ by a non-multiple of a write group")
+                p += pad * ((longest - len(p)) // len(pad))
+        elif any(len(p) != longest for p in prompts):
+            raise AssertionError("prompts without write ports differ in length")
+        return prompts
+
+    def write_tokens(self, memory: str, addr, word: int, frame_parity: int) -> list[int]:
+        """The group of ``memory``'s port writing ``word`` at ``addr`` (``None``: disabled)."""
+        p = self.port(memory)
+        if addr is not None and not 0 <= addr < (1 << p.addr_width):
+            raise Netlist2TFError(f"address {addr} is outside memory {memory} ({p.addr_width}-bit addresses)")
+        ma = self._pack([self.mem_addr[j] for j in p.ma], {"ma": 0 if addr is None else 1 | (addr << 1)},
+                        [("ma", 1 + p.addr_width)])
+        md = self._pack([self.mem_data[j] for j in p.md], {"md": word}, [("md", p.data_width)])
+        return [self.token(Field(MA, j, frame_parity, v)) for j, v in zip(p.ma, ma)] + \
+            [self.token(Field(MD, j, frame_parity, v)) for j, v in zip(p.md, md)]
 
     def input_tokens(self, cycle: int, inputs: dict) -> list[int]:
         return [self.token(Field(IN, j, cycle % 2, v))
@@ -264,5 +325,7 @@ class TraceProtocol:
                "kinds": {k: [{"chunk": c.index, "bits": list(c.names),
                               "first_token": [self._base(k, c.index, 0), self._base(k, c.index, 1)]}
                              for c in self.chunks_of(k)] for k in KINDS},
-               "frame": "IN chunks (host), OUT chunks, REG chunks (generated); parity per docs/COMPILER.md"}
+               "write_ports": [{"memory": p.memory, "ma": list(p.ma), "md": list(p.md)} for p in self.ports],
+               "frame": "IN chunks (host), OUT chunks, REG chunks, then per write port MA and MD "
+                        "chunks (generated); parity per docs/COMPILER.md"}
         return json.dumps(doc, indent=1, sort_keys=True) + "\n"

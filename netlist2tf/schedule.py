@@ -133,6 +133,11 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
                 level[n] = 0
                 why[n] = (node, None)
 
+    # Nets a mixer produces (inputs and registers in layer 0, memory reads): a read whose address
+    # has one at its deepest level must wait for the next mixer; an address the FFNs produced is
+    # decoded by the memory head itself (gadgets/deltanet_memory.py, decoded addresses), in the
+    # mixer right after the FFN that made it.
+    mixer_nets = set(level)
     cell_layer, read_layer, functions, unit_cell, net_names = {}, {}, {}, {}, {}
     used = _read_nets(netlist)
     next_net = len(netlist.nets)
@@ -174,13 +179,16 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
             rp = mem.read_ports[port]
             a = max((net_level(n) for n in rp.addr), default=0)
             deepest = max(rp.addr, key=net_level)
-            layer = next((i for i in range(a + 1, L) if target.layer_types[i] == LINEAR), None)
+            from_mixer = any(n in mixer_nets and net_level(n) == a for n in rp.addr)
+            first = max(1, a + 1 if from_mixer else a)
+            layer = next((i for i in range(first, L) if target.layer_types[i] == LINEAR), None)
             if layer is None:
-                layer = max(a + 1, L)          # no DeltaNet layer left: reported below as too deep
+                layer = max(first, L)          # no DeltaNet layer left: reported below as too deep
             read_layer[(mem.name, port)] = layer
             for n in rp.data:
                 level[n] = layer
                 why[n] = (node, deepest)
+                mixer_nets.add(n)
 
     required = _required_nets(netlist)
     depth = max((net_level(n) for n, _ in required), default=0)
@@ -203,11 +211,6 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
     for name, layer in cell_layer.items():
         if layer < L:
             neurons[layer] += sum(neuron_cost(f) for f in functions[name])
-    mems = {m.name: m for m in netlist.memories}
-    for (mem, port), layer in read_layer.items():
-        a = max((net_level(n) for n in mems[mem].read_ports[port].addr), default=0)
-        if a < L:
-            neurons[a] += mems[mem].size          # the address decoder: one minterm per word
     problems = []
     if depth > L - 1:
         chain = "\n    ".join(f"level {lvl}: {what}" for what, lvl in path)
@@ -264,9 +267,17 @@ def verify(netlist: Netlist, sched: Schedule) -> list[str]:
             for n in (n for _, sig in c.outputs for n in sig):
                 if n in used and n not in produced:
                     bad.append(f"cell {c.name}: output {netlist.nets[n]} is read but computed nowhere")
+    mems = {m.name: m for m in netlist.memories}
+    mixer_made = {n for m in netlist.memories for rp in m.read_ports for n in rp.data}
+    mixer_made |= {n for r in netlist.registers for n in r.q} | {n for p in netlist.inputs for n in p.bits}
     for (mem, port), layer in sched.read_layer.items():
         if layer >= L or sched.target.layer_types[layer] != LINEAR:
             bad.append(f"memory {mem} read port {port} in layer {layer}, which is not a DeltaNet layer")
+        for n in mems[mem].read_ports[port].addr:
+            lvl = sched.level.get(n, 0)
+            if lvl > layer or (lvl == layer and n in mixer_made) or layer < 1:
+                bad.append(f"memory {mem} read port {port} in layer {layer} reads address net "
+                           f"{netlist.nets[n] if n > 2 else n} of level {lvl} before it is ready")
     for n, what in _required_nets(netlist):
         if sched.level.get(n, 0) > L - 1:
             bad.append(f"{what} is ready only at level {sched.level[n]}")

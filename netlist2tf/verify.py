@@ -73,22 +73,24 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
 
 
 def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, batch: int = 1,
-                    seed: int = 0, initial_memory: dict | None = None):
+                    seed: int = 0, initial_memory=None, stimulus=None):
     """The trace the compiled model must produce, from the netlist simulator with the same seeded
-    inputs as ``verify_model``: (token rows, generated mask, [(cycle, position of its first
-    generated token)]). The generated chunks' nets are exposed as extra output ports, so memory
-    write tokens come from the simulator too."""
+    inputs as ``verify_model`` (or ``stimulus``, a ``sim.Stimulus``): (token rows, generated mask,
+    [(cycle, position of its first generated token)]). The generated chunks' nets are exposed as
+    extra output ports, so memory write tokens come from the simulator too. ``initial_memory``:
+    {memory name: {address: word}}, or a list of those (one per row; prompts padded to one length)."""
     probes = [(kind, c.index) for kind in (OUT, MA, MD) for c in protocol.chunks_of(kind)]
     extra = tuple(Port(f"__chunk_{kind}_{j}", "output", protocol.chunks_of(kind)[j].bits, False)
                   for kind, j in probes)
     sim = Simulator(dataclasses.replace(netlist, ports=netlist.ports + extra), batch=batch)
-    if initial_memory and protocol.memory:
-        sim.load_memory(protocol.memory, initial_memory)
+    mems = initial_memory if isinstance(initial_memory, list) else [initial_memory] * batch
+    for row, mem in enumerate(mems):
+        for name, words in (mem or {}).items():
+            sim.load_memory(name, words, instance=row if batch > 1 else None)
     sim.set_state({k: v for k, v in initial_registers.items() if k in sim.state_names})
-    stim = RandomStimulus(seed)
-    prompt = protocol.initial_tokens(initial_registers, initial_memory)
-    rows = [list(prompt) for _ in range(batch)]
-    generated = [False] * len(prompt)
+    stim = stimulus or RandomStimulus(seed)
+    rows = protocol.initial_prompts(initial_registers, mems)
+    generated = [False] * len(rows[0])
     frames = []
     for k in range(cycles):
         vals = stim.values(k, sim)
@@ -114,13 +116,13 @@ def _lane(v, row: int) -> int:
 
 
 def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cycles: int,
-                          batch: int = 1, seed: int = 0, initial_memory: dict | None = None,
-                          window: int = 1024):
+                          batch: int = 1, seed: int = 0, initial_memory=None,
+                          window: int = 1024, stimulus=None):
     """Check every generated token of the simulator's trace against the model's greedy choice, in
     forward calls of ``window`` positions. Returns (None, tokens checked) or (the first Divergence,
     its position in the trace)."""
     rows, generated, frames = expected_tokens(protocol, netlist, initial_registers, cycles, batch,
-                                              seed, initial_memory)
+                                              seed, initial_memory, stimulus)
     device = next(model.parameters()).device
     ids = torch.tensor(rows, dtype=torch.long, device=device)
     n = ids.shape[1]

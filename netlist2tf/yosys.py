@@ -67,11 +67,18 @@ LUT_FLOW = tuple(step for cmd in GATE_FLOW
 #: second ``techmap`` maps what the first one's mappings create (a multiplier becomes full adders and a
 #: final ``$alu``, which is kept).
 _KEEP = ("t:$alu t:$shl t:$shr %u t:$sshl %u t:$sshr %u t:$shift %u t:$shiftx %u "
-         "r:B_WIDTH>=2 %i r:B_WIDTH<=8 %i %u %n")
+         "r:B_WIDTH>=2 %i r:B_WIDTH<=8 %i %u "
+         "t:$reduce_and t:$reduce_or %u t:$reduce_bool %u t:$logic_not %u t:$eq %u t:$ne %u "
+         "r:A_WIDTH>=6 %i %u %n")
 MACRO_FLOW = tuple(step for cmd in LUT_FLOW
                    for step in ((f"techmap {_KEEP}",) * 2 if cmd == "techmap" else (cmd,)))
 
-FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW, "macro": MACRO_FLOW}
+#: The macro flow with 6-input LUTs: an FFN level computes any function of up to 8 inputs, so wider
+#: LUTs cost neurons (up to 32 per LUT) but save levels; the compiled CPU needs it to fit 11 layers
+#: (depth 10, against 12 with 4-input LUTs).
+MACRO6_FLOW = tuple(c.replace("abc -lut 4", "abc -lut 6") for c in MACRO_FLOW)
+
+FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW, "macro": MACRO_FLOW, "macro6": MACRO6_FLOW}
 
 
 def yosys_version() -> str:

@@ -173,3 +173,69 @@ def test_shift_depth(build_dir):
         cell = next(c for c in nl.cells if c.name == unit_cell)
         if cell.type in ("$shl", "$shr", "$sshr"):            # inputs at level 0: layers 0 and 1
             assert s.cell_layer[name] in (0, 1)
+
+
+def _reduce_cell(kind, aw, bw, yw, a_signed=0, b_signed=0, b_const=None):
+    """A one-cell netlist of a reduction (only A) or an (in)equality; ``b_const``: B as constants."""
+    a = tuple(range(3, 3 + aw))
+    n = 3 + aw
+    if kind in ("$eq", "$ne"):
+        if b_const is None:
+            b = tuple(range(n, n + bw))
+            n += bw
+        else:
+            b = tuple(CONST1 if (b_const >> i) & 1 else CONST0 for i in range(bw))
+        ins = (("A", a), ("B", b))
+    else:
+        b, ins = (), (("A", a),)
+    y = tuple(range(n, n + yw))
+    params = (("A_SIGNED", a_signed), ("B_SIGNED", b_signed), ("A_WIDTH", aw), ("B_WIDTH", bw), ("Y_WIDTH", yw))
+    cell = Cell("r", kind, params, ins, (("Y", y),), "")
+    ports = [Port("a", "input", a, False)] + ([Port("b", "input", b, False)] if b and b[0] > 2 else [])
+    nl = Netlist("t", tuple(Net(i, f"n{i}", None) for i in range(n + yw)),
+                 tuple(ports) + (Port("y", "output", y, False),), (cell,), (), (), ())
+    return nl, cell, a, b, y
+
+
+@pytest.mark.parametrize("kind, aw, bw, yw, a_signed, b_signed, b_const", [
+    ("$reduce_and", 7, 0, 1, 0, 0, None), ("$reduce_or", 7, 0, 2, 0, 0, None),
+    ("$reduce_bool", 6, 0, 1, 0, 0, None), ("$logic_not", 7, 0, 3, 0, 0, None),
+    ("$eq", 6, 6, 1, 0, 0, None), ("$ne", 5, 7, 2, 0, 0, None), ("$eq", 6, 4, 1, 1, 1, None),
+    ("$eq", 8, 8, 1, 0, 0, 0x5A), ("$ne", 8, 3, 1, 0, 0, 0b101), ("$eq", 7, 5, 1, 1, 1, 0b10011)])
+def test_reduce_macro_matches_simulator(kind, aw, bw, yw, a_signed, b_signed, b_const):
+    """Reductions and (in)equalities: exhaustive over the signal inputs, against the simulator's
+    cell; one layer where B is constant, two (XOR, then one threshold) where both are signals."""
+    from netlist2tf.macros import expand_reduce
+    nl, cell, a, b, y = _reduce_cell(kind, aw, bw, yw, a_signed, b_signed, b_const)
+    fns, names, _ = expand_reduce(cell, len(nl.nets), set(y))
+    sim = Simulator(nl)
+    signal_b = bool(b) and b[0] > 2
+    for av in range(1 << aw):
+        for bv in range(1 << bw) if signal_b else [None]:
+            vals = {"a": av} if bv is None else {"a": av, "b": bv}
+            out = sim.step(vals)["y"]
+            bits = {CONST0: 0, CONST1: 1, 2: 0}
+            bits.update({n: (av >> i) & 1 for i, n in enumerate(a)})
+            if bv is not None:
+                bits.update({n: (bv >> i) & 1 for i, n in enumerate(b)})
+            for f in fns:
+                v = f.value(bits)
+                assert v in (0, 1)
+                bits[f.out] = v
+            assert sum(bits[n] << i for i, n in enumerate(y)) == out, (av, bv)
+    internal = [f for f in fns if f.out not in y]
+    both = max(aw, bw) if a_signed and b_signed else min(aw, bw)   # bit positions with two signals
+    assert len(internal) == (both if signal_b else 0)
+
+
+def test_wide_compare_is_one_layer(build_dir):
+    """The CPU's `mem_addr == CONSOLE_ADDR`-style compares: a 32-bit equality with a constant is one
+    threshold (4-LUTs: 3 levels)."""
+    from netlist2tf.macros import expand_reduce
+    nl, cell, a, b, y = _reduce_cell("$eq", 32, 32, 1, b_const=0x1000_0000)
+    fns, _, _ = expand_reduce(cell, len(nl.nets), set(y))
+    assert len(fns) == 1 and fns[0].cost == 1
+    sim = Simulator(nl)
+    for av in (0x1000_0000, 0x1000_0001, 0x9000_0000, 0, 0xFFFF_FFFF):
+        bits = {n: (av >> i) & 1 for i, n in enumerate(a)}
+        assert fns[0].value(bits) == sim.step({"a": av})["y"]

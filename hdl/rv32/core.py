@@ -1,9 +1,17 @@
 """An RV32IM + Zba core designed to be compiled into a transformer.
 
-One instruction per clock cycle, except division/remainder (33 cycles: one to start, 32 one-bit
-restoring steps, the last of which retires). The register file and the RAM are Amaranth ``Memory``
-objects with asynchronous (combinational) read ports, so they stay memories in the netlist (later
-DeltaNet heads) and every read sees the state at the start of the cycle. Reset is synchronous.
+One instruction per clock cycle, except the M extension: multiplication and division/remainder take
+34 cycles each (one to start, 32 one-bit steps -- shift-add for products, restoring division for
+quotients -- and one that applies the signs and retires from registers). The register file and the
+RAM are Amaranth ``Memory`` objects with asynchronous (combinational) read ports, so they stay
+memories in the netlist (DeltaNet heads in the compiled model) and every read sees the state at the
+start of the cycle. Reset is synchronous.
+
+Shaped for the compiler (docs/CPU-MODEL.md): the clock cycle is shallow (the compiled model has one
+level of threshold logic per layer), so no combinational multiplier or division step ends in a
+retirement; the RAM has one whole-word write port (a sub-word store merges its bytes into the word
+the load port reads at the same address); the write-back value is an AND-OR over one-hot selects
+computed from the instruction, already 0 when nothing is written (it is also ``rvfi_rd_wdata``).
 
 The machine interface (memory map, console, exit/ebreak, trap causes, retirement record) is defined
 in ``cpu/machine.py``; this core implements it:
@@ -67,10 +75,12 @@ class Core(wiring.Component):
         m.submodules.regs = regs = Memory(shape=32, depth=32, init=[])
         fetch = ram.read_port(domain="comb")
         load = ram.read_port(domain="comb")
-        store = ram.write_port(granularity=8)
+        store = ram.write_port()
         rs1_port = regs.read_port(domain="comb")
         rs2_port = regs.read_port(domain="comb")
         rd_port = regs.write_port()
+        a7_port = regs.read_port(domain="comb")       # ecall: the syscall number and the exit code,
+        a0_port = regs.read_port(domain="comb")       # at constant addresses (no mux before the reads)
 
         pc = Signal(32, init=self.reset_pc)
         halted = Signal()
@@ -90,8 +100,7 @@ class Core(wiring.Component):
         imm_j = Cat(Const(0, 1), insn[21:31], insn[20], insn[12:20], insn[31]).as_signed()
 
         is_system = opcode == OP_SYSTEM
-        # ecall reads a7 and a0 through the two register read ports.
-        m.d.comb += [rs1_port.addr.eq(Mux(is_system, 17, rs1)), rs2_port.addr.eq(Mux(is_system, 10, rs2))]
+        m.d.comb += [rs1_port.addr.eq(rs1), rs2_port.addr.eq(rs2), a7_port.addr.eq(17), a0_port.addr.eq(10)]
         a, b = rs1_port.data, rs2_port.data
 
         # ---- ALU ---------------------------------------------------------------------------------
@@ -123,62 +132,49 @@ class Core(wiring.Component):
         base_op_ok = (funct7 == 0) | ((funct7 == 0b0100000) & ((funct3 == 0) | (funct3 == 5)))
         imm_ok = ((funct3 != 1) & (funct3 != 5)) | (funct7 == 0) | ((funct3 == 5) & (funct7 == 0b0100000))
 
-        # M extension: one 32x32 -> 64 unsigned multiplier; signed high words by correction
-        # (keeps every signal within 64 bits).
+        # ---- M extension (iterative: shared state, 34 cycles) -------------------------------------
+        # Start: busy <- 1, count <- 0, hi/lo <- the operands' starting values. Steps count 0..31:
+        # one bit each. Finish (count == 32): the result comes from the registers and retires.
         is_m = is_op & (funct7 == 0b0000001)
-        mul_res = Signal(32)
-        if self.mul:
-            prod = Signal(64)
-            m.d.comb += prod.eq(a * b)
-            hi = prod[32:64]
-            corr_a = Mux(a[31], b, 0)   # a negative: subtract b * 2^32
-            corr_b = Mux(b[31], a, 0)
-            with m.Switch(funct3[0:2]):
-                with m.Case(0):
-                    m.d.comb += mul_res.eq(prod[0:32])
-                with m.Case(1):
-                    m.d.comb += mul_res.eq((hi - corr_a - corr_b)[:32])
-                with m.Case(2):
-                    m.d.comb += mul_res.eq((hi - corr_a)[:32])
-                with m.Case(3):
-                    m.d.comb += mul_res.eq(hi)
         is_mul = is_m & ~funct3[2] & (1 if self.mul else 0)
         is_div = is_m & funct3[2] & (1 if self.div else 0)
+        m_busy = Signal()
+        m_count = Signal(6)
+        m_hi = Signal(32)
+        m_lo = Signal(32)
+        m_op = Signal(32)        # the magnitude held for the steps: multiplicand / divisor
+        m_done = Signal()
+        m_res = Signal(32)
+        m.d.comb += m_done.eq(m_busy & (m_count == 32))
+        # Signedness from funct3 alone (only used for M instructions): MULH both, MULHSU a only,
+        # MUL/MULHU neither (MUL's low word is the same); DIV/REM both, DIVU/REMU neither.
+        a_signed = Mux(funct3[2], ~funct3[0], (funct3[0:2] == 1) | (funct3[0:2] == 2))
+        b_signed = Mux(funct3[2], ~funct3[0], funct3[0:2] == 1)
+        a_neg, b_neg = a_signed & a[31], b_signed & b[31]
+        a_mag = Mux(a_neg, -a, a)[:32]
+        b_mag = Mux(b_neg, -b, b)[:32]
+        # start values (hi, lo, op) and one step, for division and for multiplication
+        div_start = (Const(0, 32), a_mag, b_mag)
+        mul_start = (Const(0, 32), b_mag, a_mag)
+        shifted = Cat(m_lo[31], m_hi)                     # 33 bits: rem << 1 | next dividend bit
+        fits = shifted >= m_op                            # restoring division step
+        div_step = (Mux(fits, shifted - m_op, shifted)[:32], Cat(fits, m_lo[0:31]))
+        total = (m_hi + Mux(m_lo[0], m_op, 0))[:33]       # shift-add step: {hi, lo} >> 1
+        mul_step = (total[1:33], Cat(m_lo[1:32], total[0]))
+        prod = Cat(m_lo, m_hi)
+        prod_s = Mux(a_neg ^ b_neg, -prod, prod)[:64]
+        quot = Mux(a_neg ^ b_neg, -m_lo, m_lo)[:32]
+        rem = Mux(a_neg, -m_hi, m_hi)[:32]
+        by_zero = b == 0
+        with m.If(funct3[2]):
+            m.d.comb += m_res.eq(Mux(funct3[1], Mux(by_zero, a, rem), Mux(by_zero, 0xFFFF_FFFF, quot)))
+        with m.Else():
+            m.d.comb += m_res.eq(Mux(funct3[0:2] == 0, prod_s[0:32], prod_s[32:64]))
 
         # Zba: shNadd rd = rs2 + (rs1 << N), funct7 0010000, funct3 2/4/6.
         is_zba = is_op & (funct7 == 0b0010000) & ((funct3 == 2) | (funct3 == 4) | (funct3 == 6)) \
             & (1 if self.zba else 0)
-        zba_res = Signal(32)
-        with m.Switch(funct3):
-            with m.Case(2):
-                m.d.comb += zba_res.eq((b + (a << 1))[:32])
-            with m.Case(4):
-                m.d.comb += zba_res.eq((b + (a << 2))[:32])
-            with m.Case(6):
-                m.d.comb += zba_res.eq((b + (a << 3))[:32])
-
-        # ---- division (iterative) ----------------------------------------------------------------
-        div_busy = Signal()
-        div_count = Signal(5)
-        div_rem = Signal(32)
-        div_quot = Signal(32)
-        div_done = Signal()
-        div_res = Signal(32)
-        if self.div:
-            signed = ~funct3[0]
-            is_rem = funct3[1]
-            a_neg, b_neg = signed & a[31], signed & b[31]
-            a_mag = Mux(a_neg, -a, a)[:32]
-            b_mag = Mux(b_neg, -b, b)[:32]
-            shifted = Cat(div_quot[31], div_rem)          # 33 bits: rem << 1 | next dividend bit
-            fits = shifted >= b_mag
-            next_rem = Mux(fits, shifted - b_mag, shifted)[:32]
-            next_quot = Cat(fits, div_quot[0:31])
-            m.d.comb += div_done.eq(div_busy & (div_count == 31))
-            q = Mux(a_neg ^ b_neg, -next_quot, next_quot)[:32]
-            r = Mux(a_neg, -next_rem, next_rem)[:32]
-            by_zero = b == 0
-            m.d.comb += div_res.eq(Mux(is_rem, Mux(by_zero, a, r), Mux(by_zero, 0xFFFF_FFFF, q)))
+        zba_res = (b + (a << Mux(funct3 == 2, 1, Mux(funct3 == 4, 2, 3))))[:32]
 
         # ---- branches, jumps -------------------------------------------------------------------
         taken = Signal()
@@ -200,7 +196,8 @@ class Core(wiring.Component):
         jalr_target = Cat(Const(0, 1), (a + imm_i)[1:32])
 
         # ---- loads and stores ------------------------------------------------------------------
-        mem_addr = Mux(opcode == OP_STORE, a + imm_s, a + imm_i)[:32]
+        # stores are the only loads/stores with insn[5] set: a one-bit immediate select
+        mem_addr = (a + Mux(insn[5], imm_s, imm_i))[:32]
         lane = mem_addr[0:2]
         size_mask = Mux(funct3[0:2] == 0, 0b0001, Mux(funct3[0:2] == 1, 0b0011, 0b1111))
         misaligned = Mux(funct3[0:2] == 0, 0, Mux(funct3[0:2] == 1, mem_addr[0], mem_addr[0:2] != 0))
@@ -208,7 +205,9 @@ class Core(wiring.Component):
         is_console = mem_addr == CONSOLE_ADDR
         m.d.comb += load.addr.eq(mem_addr[2:2 + abits])
         load_word = load.data
-        shifted_load = (load_word >> (lane * 8))[:32]
+        # byte-lane selects written out (constant shifts: no shifter for Yosys to share)
+        shifted_load = Mux(lane[1], Mux(lane[0], load_word >> 24, load_word >> 16),
+                           Mux(lane[0], load_word >> 8, load_word))[:32]
         load_val = Signal(32)
         with m.Switch(funct3):
             with m.Case(0):
@@ -222,8 +221,10 @@ class Core(wiring.Component):
             with m.Case(5):
                 m.d.comb += load_val.eq(shifted_load[0:16])
         byte_mask = (size_mask << lane)[:4]
-        store_lanes = (b << (lane * 8))[:32]
+        store_lanes = Mux(lane[1], Mux(lane[0], b << 24, b << 16), Mux(lane[0], b << 8, b))[:32]
         lane_bits = Cat(*(byte_mask[i].replicate(8) for i in range(4)))
+        # whole-word write: the stored bytes merged into the word the load port reads (same address)
+        store_word = (store_lanes & lane_bits) | (load_word & ~lane_bits)
 
         # ---- legality and traps ----------------------------------------------------------------
         legal = Signal()
@@ -249,94 +250,107 @@ class Core(wiring.Component):
 
         is_load, is_store = opcode == OP_LOAD, opcode == OP_STORE
         is_jal, is_jalr, is_branch = opcode == OP_JAL, opcode == OP_JALR, opcode == OP_BRANCH
+        # next pc as an AND-OR over one-hot selects (shallow); bit 1 of each target for the
+        # misaligned-jump check straight from the operands (pc is always 4-aligned here, so a
+        # target's bit 1 is the immediate's, or a 2-bit sum for jalr)
         next_pc = Signal(32)
-        with m.If(is_jal):
-            m.d.comb += next_pc.eq(jal_target)
-        with m.Elif(is_jalr):
-            m.d.comb += next_pc.eq(jalr_target)
-        with m.Elif(is_branch & taken):
-            m.d.comb += next_pc.eq(branch_target)
-        with m.Else():
-            m.d.comb += next_pc.eq(pc4)
+        seq = ~(is_jal | is_jalr | (is_branch & taken))
+        m.d.comb += next_pc.eq(Mux(is_jal, jal_target, 0) | Mux(is_jalr, jalr_target, 0)
+                               | Mux(is_branch & taken, branch_target, 0) | Mux(seq, pc4, 0))
+        jalr_bit1 = a[1] ^ imm_i[1] ^ (a[0] & imm_i[0])
+        target_misaligned = (is_jal & imm_j[1]) | (is_jalr & jalr_bit1) | (is_branch & taken & imm_b[1])
 
-        trap = Signal()
-        cause = Signal(4)
-        with m.If(fetch_fault):
-            m.d.comb += [trap.eq(1), cause.eq(1)]
-        with m.Elif(insn[0:2] != 0b11):
-            m.d.comb += [trap.eq(1), cause.eq(2)]
-        with m.Elif(~legal):
-            m.d.comb += [trap.eq(1), cause.eq(2)]
-        with m.Elif((is_jal | is_jalr | (is_branch & taken)) & next_pc[1]):
-            m.d.comb += [trap.eq(1), cause.eq(0)]
-        with m.Elif(is_load & misaligned):
-            m.d.comb += [trap.eq(1), cause.eq(4)]
-        with m.Elif(is_load & ~in_ram):
-            m.d.comb += [trap.eq(1), cause.eq(5)]
-        with m.Elif(is_store & misaligned):
-            m.d.comb += [trap.eq(1), cause.eq(6)]
-        with m.Elif(is_store & ~in_ram & ~is_console):
-            m.d.comb += [trap.eq(1), cause.eq(7)]
-        with m.Elif((insn == 0x0000_0073) & (a != EXIT_SYSCALL)):
-            m.d.comb += [trap.eq(1), cause.eq(11)]
-
+        # Trap conditions, highest priority first; ``trap`` is their OR (flat: shallow), the cause
+        # a priority choice among them.
+        conditions = [
+            (fetch_fault, 1),
+            (insn[0:2] != 0b11, 2),
+            (~legal, 2),
+            (target_misaligned, 0),
+            (is_load & misaligned, 4),
+            (is_load & ~in_ram, 5),
+            (is_store & misaligned, 6),
+            (is_store & ~in_ram & ~is_console, 7),
+            ((insn == 0x0000_0073) & (a7_port.data != EXIT_SYSCALL), 11),
+        ]
+        # Halting is reported one cycle late, from registers: the cycle that stops only latches which
+        # conditions held (and retires nothing); the next one pulses ``halt`` with the kind and the
+        # priority-encoded cause. Deciding the kind and cause in the stopping cycle itself would put
+        # a priority chain after the deepest conditions.
         is_exit = insn == 0x0000_0073          # a7 == 93 here, else it trapped above
         is_ebreak = insn == 0x0010_0073
-        halting = ~halted & (trap | is_exit | is_ebreak)
+        why_now = Cat(*(c for c, _ in conditions), is_exit, is_ebreak)
+        why = Signal(len(conditions) + 2)
+        reported = Signal()
+        with m.If(~halted):
+            m.d.sync += why.eq(why_now)
+        m.d.sync += [halted.eq(Cat(why_now, halted).any()), reported.eq(halted)]
+        trap = why[:len(conditions)].any()
+        cause = Signal(4)
+        for i, (_, code) in reversed(list(enumerate(conditions))):
+            with m.If(why[i]):
+                m.d.comb += cause.eq(code)
+        m_wait = (is_mul | is_div) & ~m_done
+        go = ~Cat(why_now, halted, m_wait).any()        # this instruction retires
         m.d.comb += [
-            self.halt.eq(halting),
-            self.halt_kind.eq(Mux(trap, HALT_TRAP, Mux(is_ebreak, HALT_EBREAK, HALT_EXIT))),
+            self.halt.eq(halted & ~reported),
+            self.halt_kind.eq(Mux(trap, HALT_TRAP, Mux(why[-1], HALT_EBREAK, HALT_EXIT))),
             self.halt_cause.eq(Mux(trap, cause, 0)),
-            self.halt_code.eq(b),               # a0 (read port 2 reads x10 on SYSTEM)
+            self.halt_code.eq(a0_port.data),
         ]
-        with m.If(halting):
-            m.d.sync += halted.eq(1)
 
         # ---- result, retirement, state updates -------------------------------------------------
-        div_wait = is_div & ~div_done
-        retire = ~halted & ~halting & ~div_wait
+        retire = go
         writes_rd = ~(is_branch | is_store | (opcode == OP_MISC_MEM) | is_system)
+        rd_written = go & writes_rd & (rd != 0)
+        # Write-back: an AND-OR over one-hot selects decoded from the instruction alone (0 for x0
+        # and for instructions without a destination), so the whole mux is two shallow levels.
+        is_alu = (is_op & ~is_mul & ~is_div & ~is_zba) | is_imm
+        sources = [
+            (opcode == OP_LUI, imm_u),
+            (opcode == OP_AUIPC, (pc + imm_u)[:32]),
+            (is_jal | is_jalr, pc4),
+            (is_load, load_val),
+            (is_mul | is_div, m_res),
+            (is_zba, zba_res),
+            (is_alu, alu),
+        ]
         rd_value = Signal(32)
-        with m.Switch(opcode):
-            with m.Case(OP_LUI):
-                m.d.comb += rd_value.eq(imm_u)
-            with m.Case(OP_AUIPC):
-                m.d.comb += rd_value.eq((pc + imm_u)[:32])
-            with m.Case(OP_JAL, OP_JALR):
-                m.d.comb += rd_value.eq(pc4)
-            with m.Case(OP_LOAD):
-                m.d.comb += rd_value.eq(load_val)
-            with m.Case(OP_OP):
-                m.d.comb += rd_value.eq(Mux(is_mul, mul_res, Mux(is_div, div_res, Mux(is_zba, zba_res, alu))))
-            with m.Default():
-                m.d.comb += rd_value.eq(alu)
-        rd_written = retire & writes_rd & (rd != 0)
+        m.d.comb += rd_value.eq(0)
+        terms = [Mux(sel & writes_rd & (rd != 0), val, 0) for sel, val in sources]
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = acc | t
+        m.d.comb += rd_value.eq(acc)
 
         m.d.comb += [
             rd_port.addr.eq(rd), rd_port.data.eq(rd_value), rd_port.en.eq(rd_written),
-            store.addr.eq(mem_addr[2:2 + abits]), store.data.eq(store_lanes),
-            store.en.eq(Mux(retire & is_store & in_ram, byte_mask, 0)),
-            self.console_valid.eq(retire & is_store & is_console),
+            store.addr.eq(mem_addr[2:2 + abits]), store.data.eq(store_word),
+            store.en.eq(go & is_store & in_ram),
+            self.console_valid.eq(go & is_store & is_console),
             self.console_data.eq(b[0:8]),
         ]
-        with m.If(retire):
+        # the M state does not wait for the stop conditions (deep): after a stop nothing is
+        # observable, and ``halted`` freezes the machine from the next cycle on
+        with m.If(go):
             m.d.sync += pc.eq(next_pc)
 
-        if self.div:
-            with m.If(~halted & ~halting & is_div):
-                with m.If(~div_busy):
-                    m.d.sync += [div_busy.eq(1), div_count.eq(0), div_rem.eq(0), div_quot.eq(a_mag)]
-                with m.Elif(div_done):
-                    m.d.sync += div_busy.eq(0)
-                with m.Else():
-                    m.d.sync += [div_count.eq(div_count + 1), div_rem.eq(next_rem), div_quot.eq(next_quot)]
+        with m.If(~halted & (is_mul | is_div)):
+            with m.If(~m_busy):
+                m.d.sync += [m_busy.eq(1), m_count.eq(0)]
+                m.d.sync += [r.eq(Mux(funct3[2], d, mm)) for r, d, mm in zip((m_hi, m_lo, m_op), div_start, mul_start)]
+            with m.Elif(m_done):
+                m.d.sync += m_busy.eq(0)
+            with m.Else():
+                m.d.sync += m_count.eq(m_count + 1)
+                m.d.sync += [r.eq(Mux(funct3[2], d, mm)) for r, d, mm in zip((m_hi, m_lo), div_step, mul_step)]
 
         # ---- retirement port ---------------------------------------------------------------------
         m.d.comb += [
             self.rvfi_valid.eq(retire),
             self.rvfi_pc.eq(pc), self.rvfi_insn.eq(insn), self.rvfi_next_pc.eq(next_pc),
             self.rvfi_rd.eq(Mux(writes_rd, rd, 0)),
-            self.rvfi_rd_wdata.eq(Mux(writes_rd & (rd != 0), rd_value, 0)),
+            self.rvfi_rd_wdata.eq(rd_value),
             self.rvfi_mem_addr.eq(Mux(is_load | is_store, Cat(Const(0, 2), mem_addr[2:32]), 0)),
             self.rvfi_mem_rmask.eq(Mux(is_load, byte_mask, 0)),
             self.rvfi_mem_rdata.eq(Mux(is_load, load_word, 0)),

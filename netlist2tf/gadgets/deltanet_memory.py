@@ -115,6 +115,8 @@ from transformers.models.qwen3_5 import modeling_qwen3_5 as qm
 from ..errors import Netlist2TFError
 
 ADDRESS_MAGNITUDE = 64.0    # one-hot key (and one-hot query when d_k is a power of 4)
+MATCH_MAGNITUDE = 128.0     # decoded key/query: silu(-128 m) == -0.0 exactly for every m >= 1
+BETA_SHUT = 128.0           # write enable off: sigmoid(-128) == 0.0 exactly (float32, bfloat16)
 MIN_ACTIVATION = 17.5       # silu(x) == x exactly in float32 for x >= ~17.4
 BETA_LOGIT = 32.0
 GATE = 32.0
@@ -418,11 +420,14 @@ def _channels(name: str, chans: Sequence[int], hidden: int) -> list[int]:
     return chans
 
 
-def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: Sequence[int],
-                     read_addr: Sequence[int], value_pairs: Sequence[tuple[int, int]],
+def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: Sequence[int] | None = None,
+                     read_addr: Sequence[int] | None = None, value_pairs: Sequence[tuple[int, int]],
                      out_pairs: Sequence[tuple[int, int]], head: int = 0,
                      packing: str = "quarter", write_lag: int = 0,
-                     value_lags: Sequence[int] | None = None) -> MemorySpec:
+                     value_lags: Sequence[int] | None = None,
+                     write_match: Sequence[Sequence[int]] | None = None,
+                     read_match: Sequence[Sequence[int]] | None = None,
+                     write_enable: int | None = None) -> MemorySpec:
     """Make value head ``head`` of ``module`` an exact word memory (see the module docstring).
 
     ``one``: the constant channel (1.0 on active positions, 0.0 on ignored ones).
@@ -436,6 +441,20 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     taken from (0..kernel-1, through the depthwise conv's taps; default 0, the current position), so
     a write can combine fields of up to 4 consecutive tokens and happen at the last one only. Reads
     always use the current position.
+
+    Decoded addresses (instead of one-hot channels): ``write_match[j]`` / ``read_match[j]`` list
+    channels (e.g. the b or 1-b side of address bit pairs, an enable, a commit flag) that are ALL 1
+    exactly when slot j is written / read. The key/query pre-activation of slot j is then
+    ``MATCH_MAGNITUDE * (sum(channels) - (len - 1) * one)``: MATCH_MAGNITUDE when all match, 0 when
+    one misses and <= -128 otherwise, and silu makes that exactly (MATCH_MAGNITUDE, 0, -0.0): the
+    decoder runs inside the head's own projection + silu, with no FFN level and no one-hot channels.
+    With d_k = 128 the query's main pre-activation is the calibrated one (>= 128 as well) and the
+    dummy dim is always on (a query that matches no slot reads the never-written dummy row: 0).
+    An address that matches no slot (another bank's) writes nothing and reads exactly 0, so several
+    heads (banks) can hold one memory and add into the same output pairs.
+    ``write_enable``: a channel gating the write of this VALUE head alone (beta = sigmoid(32) = 1 when
+    it is 1, sigmoid(-128) = 0 exactly when 0), so value heads sharing a key head (and so a row)
+    can be written by different tokens: e.g. register chunks in the rows of one parity key head.
 
     The module must have been cleared (``clear_module``); only the head's own slices (its value
     rows, z rows, b/a rows, dt_bias, A_log, out_proj columns, the key head's q/k rows and their conv
@@ -451,10 +470,15 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         raise Netlist2TFError(f"value head {head} does not exist (the module has {nv})")
     cal = calibrate_read(dk)
     max_slots, max_width = memory_capacity(module, packing)
-    n = len(write_addr)
-    if len(read_addr) != n or n == 0:
-        raise Netlist2TFError(f"write_addr and read_addr must name the same number (>= 1) of slots, "
-                              f"got {len(write_addr)} and {len(read_addr)}")
+    if (write_addr is None) == (write_match is None) or (read_addr is None) == (read_match is None):
+        raise Netlist2TFError("give each of the write and the read address either as one-hot "
+                              "channels (write_addr/read_addr) or as matches (write_match/read_match)")
+    wlist = write_addr if write_addr is not None else write_match
+    rlist = read_addr if read_addr is not None else read_match
+    n = len(wlist)
+    if len(rlist) != n or n == 0:
+        raise Netlist2TFError(f"the write and read addresses must name the same number (>= 1) of "
+                              f"slots, got {len(wlist)} and {len(rlist)}")
     if n > max_slots:
         raise Netlist2TFError(f"{n} slots do not fit a head with linear_key_head_dim={dk} (at most "
                               f"{max_slots}); split the memory over several key heads or layers")
@@ -468,8 +492,16 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
                               f"bits); put the upper bits in another value head sharing the key head "
                               f"(same addresses)")
     (one,) = _channels("one", [one], hidden)
-    write_addr = _channels("write_addr", write_addr, hidden)
-    read_addr = _channels("read_addr", read_addr, hidden)
+    if write_addr is not None:
+        write_addr = _channels("write_addr", write_addr, hidden)
+    else:
+        write_match = [_channels(f"write_match[{j}]", m, hidden) for j, m in enumerate(write_match)]
+    if read_addr is not None:
+        read_addr = _channels("read_addr", read_addr, hidden)
+    else:
+        read_match = [_channels(f"read_match[{j}]", m, hidden) for j, m in enumerate(read_match)]
+    if write_enable is not None:
+        (write_enable,) = _channels("write_enable", [write_enable], hidden)
     for i, pair in enumerate(value_pairs):   # a channel may feed several bits from different lags
         _channels(f"value_pairs[{i}]", pair, hidden)
     _channels("out_pairs", [c for p in out_pairs for c in p], hidden)
@@ -486,11 +518,31 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     wq = torch.zeros(dk, hidden)
     wk = torch.zeros(dk, hidden)
     wv = torch.zeros(dv, hidden)
+    # Decoded slots: the projection counts matches minus (len - 1), a small integer exact in
+    # bfloat16, and the lag-0 conv tap scales it (a weight like 251 * 7 would round in bfloat16).
+    q_mag = cal.query_main if cal.query_dummy is not None else MATCH_MAGNITUDE
+    q_tap = torch.ones(dk)
+    k_tap = torch.ones(dk)
     for j in range(n):
-        wq[j, read_addr[j]] = cal.query_main
-        wk[j, write_addr[j]] = ADDRESS_MAGNITUDE
-        if cal.query_dummy is not None:       # exactly one read channel is 1: the sum is exact
-            wq[dk - 1, read_addr[j]] = cal.query_dummy
+        if read_addr is not None:
+            wq[j, read_addr[j]] = cal.query_main
+            if cal.query_dummy is not None:   # exactly one read channel is 1: the sum is exact
+                wq[dk - 1, read_addr[j]] = cal.query_dummy
+        else:
+            for c in read_match[j]:
+                wq[j, c] += 1
+            wq[j, one] -= len(read_match[j]) - 1
+            q_tap[j] = q_mag
+        if write_addr is not None:
+            wk[j, write_addr[j]] = ADDRESS_MAGNITUDE
+        else:
+            for c in write_match[j]:
+                wk[j, c] += 1
+            wk[j, one] -= len(write_match[j]) - 1
+            k_tap[j] = MATCH_MAGNITUDE
+    if read_match is not None and cal.query_dummy is not None:
+        wq[dk - 1, one] = 1
+        q_tap[dk - 1] = cal.query_dummy
     for i, (b, nb) in enumerate(value_pairs):
         wv[2 * i, b] = cal.value
         wv[2 * i + 1, nb] = cal.value
@@ -539,14 +591,18 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         W[q_rows] = wq.to(W)
         W[k_rows] = wk.to(W)
         W[v_rows] = wv.to(W)
-        conv[q_rows, 0, :] = tap(0).to(conv)
-        conv[k_rows, 0, :] = tap(write_lag).to(conv)
+        conv[q_rows, 0, :] = (q_tap[:, None] * tap(0)).to(conv)
+        conv[k_rows, 0, :] = (k_tap[:, None] * tap(write_lag)).to(conv)
         conv[v_rows, 0, :] = tap(0).to(conv)            # pads (from the constant channel): lag 0
         for i, lag in enumerate(value_lags):
             conv[v0 + 2 * i, 0, :] = tap(lag).to(conv)
             conv[v0 + 2 * i + 1, 0, :] = tap(lag).to(conv)
         module.in_proj_z.weight[h_cols, one] = GATE
-        module.in_proj_b.weight[head, one] = BETA_LOGIT
+        if write_enable is None:
+            module.in_proj_b.weight[head, one] = BETA_LOGIT
+        else:
+            module.in_proj_b.weight[head, write_enable] = BETA_LOGIT + BETA_SHUT
+            module.in_proj_b.weight[head, one] = -BETA_SHUT
         module.dt_bias[head] = DT_BIAS
         module.A_log[head] = A_LOG
         module.norm.weight.fill_(w_norm)

@@ -1,0 +1,146 @@
+"""Run programs on the compiled CPU: hdl/rv32 -> Yosys (macro6 flow) -> netlist2tf -> a Qwen3.5
+checkpoint that stock ``transformers`` runs.
+
+``build_checkpoint`` compiles the core into ``LAYERS`` layers and writes the checkpoint under
+``build/cpu-model/<hash>/``, keyed by the hash of its inputs (the synthesized netlist, the compile
+settings and the compiler's own source), so a rebuild happens only when one of them changes.
+``run_model_batch`` loads it (once per process), turns each program image into prompt tokens (the
+initial register frame, then one write group per non-zero word of the image: no host code writes
+model state), lets the model generate one frame of tokens per clock cycle (greedy, the model's own
+cache) until every program halts, and decodes the frames into the machine's ``RunResult``: console
+bytes, the halt, and one ``Retire`` record per cycle whose ``rvfi_valid`` token bit is set.
+"""
+
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+from netlist2tf.errors import Netlist2TFError
+
+from .machine import Halt, RunResult
+from .netlist_engine import _HALT_KINDS, _RETIRE_FIELDS, _check_image, core_design
+
+MODEL_RAM_SIZE = 16 * 1024       # 4,096 words: every program of the table fits (64 KiB is 4x the heads)
+LAYERS = 11
+KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RAM words
+FLOW = "macro6"
+CHUNK_BITS = 8
+M_CYCLES = 34                    # a multiplication or division occupies the core this many cycles
+
+_LOADED: dict = {}
+
+
+def compiler_digest() -> str:
+    """A hash of netlist2tf's own source: a changed compiler rebuilds the cached checkpoint."""
+    root = Path(__file__).resolve().parent.parent / "netlist2tf"
+    h = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None) -> Path:
+    """The compiled CPU's checkpoint folder, built if it is not cached yet."""
+    from netlist2tf.assemble import assemble
+    from netlist2tf.emit import emit_checkpoint
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.ir import parse_netlist
+
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
+    settings = {"design": core_design(ram_size), "flow": FLOW, "layers": LAYERS,
+                "chunk_bits": CHUNK_BITS, "head_dim": KEY_HEAD_DIM}
+    key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + b"\0" +
+                         result.json_text.encode() + b"\0" + compiler_digest().encode()).hexdigest()[:16]
+    folder = Path(build_dir) / "cpu-model" / key
+    if (folder / "compile.json").is_file():
+        return folder
+    log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}) ...")
+    t0 = time.perf_counter()
+    compiled = assemble(parse_netlist(result.json_text, str(result.json_path)), layers=LAYERS,
+                        chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM)
+    emit_checkpoint(compiled, result.json_text, folder, settings=settings)
+    st = compiled.stats
+    log(f"compiled in {time.perf_counter() - t0:.0f} s: {st['layers']} layers, hidden {st['hidden_size']}, "
+        f"{st['parameters'] / 1e6:.1f} M parameters ({st['nonzero'] / 1e6:.1f} M non-zero), "
+        f"{st['generated_tokens_per_cycle']} generated tokens per cycle")
+    return folder
+
+
+def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir="build", log=None):
+    """(model, protocol, netlist, initial registers, meta, folder), loaded once per process."""
+    from netlist2tf.emit import load_checkpoint
+
+    folder = build_checkpoint(ram_size, build_dir, log)
+    key = (str(folder), str(dtype))
+    if key not in _LOADED:
+        _LOADED.clear()                      # one model in memory at a time (they are large)
+        _LOADED[key] = (*load_checkpoint(folder, dtype), folder)
+    return _LOADED[key]
+
+
+def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
+                    trace: bool = True, dtype=None, prefill: bool = True, build_dir="build",
+                    log=None) -> list:
+    """Run programs on the compiled CPU, one batch row each, until every one halts or retires
+    ``max_steps`` instructions. Returns one RunResult per image; ``result.tokens`` (added) is the
+    number of tokens the model generated for that row."""
+    from netlist2tf.host import run_model
+
+    entries = {img.entry for img in images}
+    if len(entries) != 1 or entries != {0}:
+        raise Netlist2TFError("the compiled CPU starts at address 0: every program's entry point must be 0")
+    for img in images:
+        _check_image(img, ram_size)
+    model, protocol, netlist, inits, meta, folder = load_model(ram_size, dtype, build_dir, log)
+    B = len(images)
+    limit = M_CYCLES * (max_steps + 1) + 2
+    state = [{"records": [], "console": bytearray(), "halt": None, "retired": 0, "cycles": 0}
+             for _ in range(B)]
+
+    def until(cycle, outputs):
+        for row, out in enumerate(outputs):
+            s = state[row]
+            if s["halt"] is not None:
+                continue
+            s["cycles"] += 1
+            if out["rvfi_valid"]:
+                if s["retired"] >= max_steps:
+                    s["halt"] = Halt(Halt.STEP_LIMIT, out["rvfi_pc"])
+                    continue
+                s["retired"] += 1
+                if trace:
+                    s["records"].append(_retire(out))
+            if out["console_valid"]:
+                s["console"].append(out["console_data"])
+            if out["halt"]:
+                kind = _HALT_KINDS[out["halt_kind"]]
+                s["halt"] = (Halt(kind, out["rvfi_pc"], 0, out["halt_cause"]) if kind == Halt.TRAP
+                             else Halt(kind, out["rvfi_pc"], out["halt_code"]))
+        return all(s["halt"] is not None for s in state)
+
+    inputs = [[{"rst": 0}] * limit for _ in range(B)]
+    t0 = time.perf_counter()
+    run = run_model(model, protocol, inits, inputs, limit, prefill=prefill,
+                    initial_memory=[{"ram": img.words()} for img in images], until=until)
+    seconds = time.perf_counter() - t0
+    results = []
+    for row, s in enumerate(state):
+        r = RunResult(bytes(s["console"]), s["halt"] or Halt(Halt.STEP_LIMIT, 0), s["records"],
+                      s["retired"], s["cycles"], seconds)
+        r.tokens = len(protocol.generated) * len(run.outputs[row])
+        r.prompt_tokens = len(run.tokens[row]) - (protocol.tokens_per_cycle * len(run.outputs[row]))
+        results.append(r)
+    return results
+
+
+def run_model_engine(image, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000, trace: bool = True,
+                     **kw) -> RunResult:
+    return run_model_batch([image], ram_size, max_steps, trace, **kw)[0]
+
+
+def _retire(out: dict):
+    from .machine import Retire
+    return Retire(**{f: out["rvfi_" + f] for f in _RETIRE_FIELDS})
