@@ -207,6 +207,9 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
             n = prev
     path = tuple(reversed(path))
 
+    if depth <= L - 1:
+        _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required)
+
     neurons = [0] * max(L, 1)
     for name, layer in cell_layer.items():
         if layer < L:
@@ -227,6 +230,48 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
                             + "\n  - ".join(problems))
     return Schedule(target, level, cell_layer, read_layer, functions, tuple(neurons), path, depth,
                     unit_cell, net_names)
+
+
+def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required):
+    """Even out the FFN widths: the model's intermediate size is the widest layer's neuron count,
+    and every layer pays for it. A plain cell (one unit, not a macro's layer slice) may run in any
+    layer from its earliest (as soon as its inputs are ready) to one before its earliest reader (a
+    unit's layer; a memory read's mixer layer; L - 1 for what must be ready at the end). Cells are
+    visited from the deepest down, so their readers are final, and each goes to the least loaded
+    layer of its window, the earliest on ties (short-lived pairs). Only later moves: depth and the
+    critical path do not change. Deterministic."""
+    reader_units: dict[int, list] = {}
+    for unit in cell_layer:
+        for f in functions[unit]:
+            for n in f.support:
+                reader_units.setdefault(n, []).append(unit)
+    fixed: dict[int, int] = {}
+    mems = {m.name: m for m in netlist.memories}
+    for (mem, port), layer in read_layer.items():
+        for n in mems[mem].read_ports[port].addr:
+            fixed[n] = min(fixed.get(n, L), layer)
+    for n, _ in required:
+        fixed[n] = min(fixed.get(n, L), L - 1)
+    cost = {u: sum(neuron_cost(f) for f in functions[u]) for u in cell_layer}
+    load = [0] * L
+    for u, layer in cell_layer.items():
+        if layer < L:
+            load[layer] += cost[u]
+    plain = [u for u in cell_layer if unit_cell[u] == u]
+    for u in sorted(plain, key=lambda u: (-cell_layer[u], u)):
+        cur = cell_layer[u]
+        first_reader = min([fixed.get(f.out, L) for f in functions[u]] +
+                           [cell_layer[r] for f in functions[u] for r in reader_units.get(f.out, ())])
+        latest = min(first_reader - 1, L - 2)
+        if latest <= cur:
+            continue
+        best = min(range(cur, latest + 1), key=lambda t: (load[t] + (0 if t == cur else cost[u]), t))
+        if best != cur:
+            load[cur] -= cost[u]
+            load[best] += cost[u]
+            cell_layer[u] = best
+            for f in functions[u]:
+                level[f.out] = best + 1
 
 
 def _read_nets(netlist: Netlist) -> set:

@@ -118,8 +118,8 @@ def test_two_write_ports_are_refused_clearly(build_dir):
     from pathlib import Path
     design = f"{Path(__file__).parent}/designs/unusual.py:TwoWritePorts"
     nl = parse_netlist(synthesize(design, "lut", build_dir).json_text)
-    with pytest.raises(Netlist2TFError, match=r"has 2 memory write ports; the compiler commits one "
-                                              r"write per cycle so far"):
+    with pytest.raises(Netlist2TFError, match=r"memory mem has 2 write ports; the compiler takes one "
+                                              r"write port per memory"):
         assemble(nl)
 
 
@@ -192,16 +192,15 @@ def test_too_wide_for_a_qwen_target(tmp_path, build_dir, capsys):
                      "--build-dir", str(build_dir)]) == 2
     err = capsys.readouterr().err
     assert "does not fit the target" in err
-    # (dead nets' pairs are reused: 176 channels instead of 240; layer 0's 105 neurons are 97 of
-    # logic and 8 pair resets)
+    # (dead nets' pairs are reused: 176 channels instead of 240)
     assert "the residual stream needs 176 channels, the target's hidden size is 64" in err
-    assert "layer 0 needs 105 FFN neurons, the target has 16 per layer" in err
-    # 3 input + 2 register chunks, each on its own key head of 2 value heads: 10 of 8
-    assert "layer 0 needs 10 DeltaNet value heads, the target has 8 per layer" in err
-    path = _qwen_like(tmp_path, 512, 256)
-    assert cli.main(["compile", "hdl.examples.counter:Counter", "--target", str(path), "--layers", "8",
-                     "--check-fit", "--build-dir", str(build_dir)]) == 0
-    assert "fits" in capsys.readouterr().out
+    # the logic is spread over the layers (balanced within each cell's slack): every layer but the
+    # last has more than 16 neurons; each line names its layer and count
+    import re
+    counts = {int(a): int(b) for a, b in re.findall(r"layer (\d+) needs (\d+) FFN neurons, the target has 16", err)}
+    assert sorted(counts) == list(range(8)) and all(c > 16 for c in counts.values())
+    # 3 input + 2 register chunks, two value heads to a key head: 3 key heads (6 of 8 value heads)
+    assert "DeltaNet" not in err
 
 
 def _teacher(folder, cycles, batch, dtype=torch.float32):

@@ -122,7 +122,8 @@ class Core(wiring.Component):
             with m.Case(4):
                 m.d.comb += alu.eq(a ^ op_b)
             with m.Case(5):
-                m.d.comb += alu.eq(Mux(funct7[5], a.as_signed() >> shamt, a >> shamt)[:32])
+                # one 33-bit arithmetic shift for srl/sra: the extra top bit is the fill
+                m.d.comb += alu.eq((Cat(a, funct7[5] & a[31]).as_signed() >> shamt)[:32])
             with m.Case(6):
                 m.d.comb += alu.eq(a | op_b)
             with m.Case(7):
@@ -177,20 +178,9 @@ class Core(wiring.Component):
         zba_res = (b + (a << Mux(funct3 == 2, 1, Mux(funct3 == 4, 2, 3))))[:32]
 
         # ---- branches, jumps -------------------------------------------------------------------
-        taken = Signal()
-        with m.Switch(funct3):
-            with m.Case(0):
-                m.d.comb += taken.eq(a == b)
-            with m.Case(1):
-                m.d.comb += taken.eq(a != b)
-            with m.Case(4):
-                m.d.comb += taken.eq(a.as_signed() < b.as_signed())
-            with m.Case(5):
-                m.d.comb += taken.eq(a.as_signed() >= b.as_signed())
-            with m.Case(6):
-                m.d.comb += taken.eq(a < b)
-            with m.Case(7):
-                m.d.comb += taken.eq(a >= b)
+        # one comparison of each kind, then a 6-input select (funct3[0] inverts): shallow
+        eq, lt, ltu = a == b, a.as_signed() < b.as_signed(), a < b
+        taken = Mux(funct3[2], Mux(funct3[1], ltu, lt), eq) ^ funct3[0]
         branch_target = (pc + imm_b)[:32]
         jal_target = (pc + imm_j)[:32]
         jalr_target = Cat(Const(0, 1), (a + imm_i)[1:32])
@@ -291,7 +281,8 @@ class Core(wiring.Component):
             with m.If(why[i]):
                 m.d.comb += cause.eq(code)
         m_wait = (is_mul | is_div) & ~m_done
-        go = ~Cat(why_now, halted, m_wait).any()        # this instruction retires
+        stop = Cat(why_now, halted, m_wait).any()
+        go = ~stop                                       # this instruction retires
         m.d.comb += [
             self.halt.eq(halted & ~reported),
             self.halt_kind.eq(Mux(trap, HALT_TRAP, Mux(why[-1], HALT_EBREAK, HALT_EXIT))),
@@ -332,8 +323,7 @@ class Core(wiring.Component):
         ]
         # the M state does not wait for the stop conditions (deep): after a stop nothing is
         # observable, and ``halted`` freezes the machine from the next cycle on
-        with m.If(go):
-            m.d.sync += pc.eq(next_pc)
+        m.d.sync += pc.eq(Mux(stop, pc, next_pc))
 
         with m.If(~halted & (is_mul | is_div)):
             with m.If(~m_busy):
