@@ -22,7 +22,8 @@ install: $(STAMP)
 # Main job (grows with the project): simulate the FIFO example against Amaranth's own simulator
 # (waveform in build/), compile it into a Qwen3.5-architecture checkpoint, run that with stock
 # transformers against the simulator and write its layer report; then build the RV32 CPU from hdl/,
-# compile a C program and run it on the CPU's netlist, and on unicorn for comparison.
+# compile a C program and run it on the CPU's netlist and on unicorn; finally compile the CPU into an
+# 11-layer checkpoint (cached in build/cpu-model/) and run the sample C program inside the model.
 run: $(STAMP)
 	$(VENV)/bin/netlist2tf sim hdl.examples.fifo:FIFO --cycles 1000 --seed 1 \
 		--vcd build/fifo.vcd --compare-amaranth
@@ -32,13 +33,14 @@ run: $(STAMP)
 	$(VENV)/bin/netlist2tf synth 'hdl.rv32:Core'
 	$(VENV)/bin/cpu run cpu/programs/hello.c --engine netlist --trace build/hello.trace
 	$(VENV)/bin/cpu run cpu/programs/hello.c --engine unicorn
+	$(VENV)/bin/cpu run cpu/programs/hi.c --engine model --trace build/hi-model.trace
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2
+	$(PY) -m pytest -q -n 2 --dist loadgroup
 
 # Everything, including the slow end-to-end cases.
 test-all: $(STAMP)
-	$(PY) -m pytest -q -n 2 -m ''
+	$(PY) -m pytest -q -n 2 --dist loadgroup -m ''
 
 bench: $(STAMP)
 	$(PY) bench/sim_speed.py

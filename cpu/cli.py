@@ -1,7 +1,8 @@
 """The ``cpu`` command line: run C programs and ELF files on the RV32IM+Zba machine.
 
-    cpu run PROGRAM.c|PROGRAM.elf [--engine unicorn] [--max-steps N] [--trace FILE]
+    cpu run PROGRAM.c|PROGRAM.elf [--engine unicorn|netlist|model] [--max-steps N] [--trace FILE]
                                   [--ram-size BYTES] [--compiler zig|gcc|clang] [--no-zba] [-O LEVEL]
+                                  [--dtype float32|bfloat16] [--batch N] [--token-by-token]  (model)
     cpu check [NAME ...] [--engine unicorn] [--compiler ...]    run the program table, compare outputs
     cpu programs                                                 list the program table
 
@@ -10,7 +11,9 @@ console output to stdout; statistics and halt messages go to stderr. Exit status
 code (a0 & 0xff) when it exits or hits ebreak; 3 on a trap; 4 when the step limit is reached; 2 for
 errors in the input (compile errors, bad ELF files, missing files).
 
-Engines are functions ``(image, ram_size, max_steps, trace) -> RunResult`` in ``ENGINES``.
+Engines are functions ``(image, ram_size, max_steps, trace) -> RunResult`` in ``ENGINES``; ``model``
+is the CPU compiled into a Qwen3.5 checkpoint (cpu/model_engine.py: built once and cached under
+build/cpu-model/, 16 KiB of RAM by default), run with stock transformers.
 """
 
 import argparse
@@ -37,11 +40,35 @@ def _run_netlist(image, ram_size, max_steps, trace):
     return run_netlist(image, ram_size=ram_size, max_steps=max_steps, trace=trace)
 
 
+def _run_model(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True):
+    import torch
+
+    from .model_engine import run_model_batch
+    results = run_model_batch([image] * batch, ram_size, max_steps, trace, dtype=getattr(torch, dtype),
+                              prefill=prefill)
+    first = results[0]
+    for row, r in enumerate(results[1:], 1):
+        if (r.console, r.halt, r.records) != (first.console, first.halt, first.records):
+            raise Netlist2TFError(f"batch row {row} ran the same program differently from row 0")
+    first.batch = batch
+    return first
+
+
 # name -> function(image, ram_size, max_steps, trace) -> RunResult
 ENGINES = {
     "unicorn": _run_unicorn,
     "netlist": _run_netlist,
+    "model": _run_model,
 }
+
+
+def default_ram_size(engine: str) -> int:
+    """The RAM a program is linked for when --ram-size is not given: the compiled model's 16 KiB
+    for ``model`` (its RAM is compiled in), the machine's default otherwise."""
+    if engine == "model":
+        from .model_engine import MODEL_RAM_SIZE
+        return MODEL_RAM_SIZE
+    return DEFAULT_RAM_SIZE
 
 
 class InputError(Netlist2TFError):
@@ -77,10 +104,17 @@ def exit_status(halt: Halt) -> int:
 
 def cmd_run(args) -> int:
     engine = _engine(args.engine)
-    image = load_program(args.program, ram_size=args.ram_size, compiler=args.compiler, opt=args.opt,
+    ram_size = args.ram_size or default_ram_size(args.engine)
+    if args.engine != "model" and (args.dtype or args.batch or args.token_by_token):
+        raise InputError("--dtype, --batch and --token-by-token are options of --engine model")
+    if args.engine == "model":
+        import functools
+        engine = functools.partial(engine, dtype=args.dtype or "float32", batch=args.batch or 1,
+                                   prefill=not args.token_by_token)
+    image = load_program(args.program, ram_size=ram_size, compiler=args.compiler, opt=args.opt,
                          zba=not args.no_zba)
     t0 = time.perf_counter()
-    result = engine(image, args.ram_size, args.max_steps, bool(args.trace))
+    result = engine(image, ram_size, args.max_steps, bool(args.trace))
     wall = time.perf_counter() - t0
     sys.stdout.flush()
     sys.stdout.buffer.write(result.console)
@@ -96,7 +130,16 @@ def cmd_run(args) -> int:
     halt = result.halt
     print(f"cpu: {halt.describe()}", file=sys.stderr)
     print(f"cpu: {args.engine}: {result.instructions} instructions, {result.cycles} cycles, {seconds:.3f} s, "
-          f"{rate:,.0f} instructions/s", file=sys.stderr)
+          f"{rate:,.2f} instructions/s", file=sys.stderr)
+    if args.engine == "model":
+        tokens = result.tokens
+        per = tokens / result.instructions if result.instructions else float("nan")
+        print(f"cpu: model: {tokens} generated tokens ({result.prompt_tokens} prompt tokens), "
+              f"{per:.1f} tokens/instruction, {tokens * result.batch / seconds:,.1f} tokens/s "
+              f"(batch {result.batch}, {args.dtype or 'float32'}, "
+              f"{'token by token' if args.token_by_token else 'prefill'})", file=sys.stderr)
+        print(f"cpu: model: checkpoint {result.checkpoint}, layer report {result.checkpoint}/report/report.html",
+              file=sys.stderr)
     return exit_status(halt)
 
 
@@ -110,8 +153,9 @@ def cmd_check(args) -> int:
         raise InputError(f"unknown program(s) {', '.join(sorted(unknown))}; see `cpu programs`")
     failures = 0
     for prog in chosen:
-        image = load_program(prog.path, ram_size=args.ram_size, compiler=args.compiler)
-        result = engine(image, args.ram_size, args.max_steps, False)
+        ram_size = args.ram_size or default_ram_size(args.engine)
+        image = load_program(prog.path, ram_size=ram_size, compiler=args.compiler)
+        result = engine(image, ram_size, args.max_steps, False)
         ok = (result.halt.kind == Halt.EXIT and result.halt.exit_code == prog.expected_exit
               and result.console == prog.expected_output)
         failures += not ok
@@ -156,8 +200,8 @@ def build_parser():
         p.add_argument("--engine", default="unicorn", help=f"engine to run on (default unicorn; known: "
                        f"{', '.join(ENGINES)})")
         p.add_argument("--max-steps", type=_int, default=10_000_000, help="stop after N instructions")
-        p.add_argument("--ram-size", type=_ram_size, default=DEFAULT_RAM_SIZE,
-                       help=f"RAM size in bytes (default {DEFAULT_RAM_SIZE})")
+        p.add_argument("--ram-size", type=_ram_size, default=None,
+                       help=f"RAM size in bytes (default {DEFAULT_RAM_SIZE}; 16384 for --engine model)")
         p.add_argument("--compiler", choices=("zig", "gcc", "clang"), default=None,
                        help="C compiler (default: $NETLIST2TF_CC, else zig)")
 
@@ -168,6 +212,12 @@ def build_parser():
     run.add_argument("-O", dest="opt", default="-O2", type=lambda s: s if s.startswith("-O") else f"-O{s}",
                      help="optimization level for .c files (default 2)")
     run.add_argument("--no-zba", action="store_true", help="compile without the Zba extension")
+    run.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                     help="model engine: run the checkpoint in this dtype (default float32)")
+    run.add_argument("--batch", type=_int, default=None,
+                     help="model engine: run N copies of the program in one batch (default 1)")
+    run.add_argument("--token-by-token", action="store_true",
+                     help="model engine: feed the prompt one token per forward call (recurrent path)")
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check", help="run the program table and compare outputs and exit codes")

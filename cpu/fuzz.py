@@ -18,6 +18,10 @@
 * an epilogue that xors every register into a0 and exits (a7 = 93, ecall) with that as the code.
 
 Since every jump goes forward, a program retires at most ``len(words)`` instructions.
+
+``compact=True`` makes programs for slow engines (the compiled model spends a frame of tokens per
+cycle): the prologue seeds only the hot registers, the data area is 64 bytes, M instructions (34
+cycles each on the core) are rarer, and the epilogue xors only the hot registers into a0.
 """
 
 import random
@@ -63,13 +67,17 @@ def random_imm(rng: random.Random) -> int:
     return rng.randint(-2048, 2047)
 
 
-def random_program(seed: int, length: int = 64, ram_size: int = DEFAULT_RAM_SIZE) -> Image:
+def random_program(seed: int, length: int = 64, ram_size: int = DEFAULT_RAM_SIZE,
+                   compact: bool = False) -> Image:
     """A random, terminating, trap-free program (see the module docstring); same seed, same image."""
     if length < 0:
         raise ValueError(f"length {length} must be >= 0")
     rng = random.Random(seed)
+    data_size = 64 if compact else DATA_SIZE
     data_start = (ram_size - DATA_SIZE) & ~0xFF
     hot = rng.sample(WRITABLE[1:], 6)
+    seeded = sorted(hot) if compact else [r for r in range(1, 32) if r not in (BASE_REG, CONSOLE_REG)]
+    mix = dict(MIX, m=2) if compact else MIX
 
     def src() -> int:
         return rng.choice(hot) if rng.random() < 0.5 else rng.randrange(32)
@@ -84,9 +92,8 @@ def random_program(seed: int, length: int = 64, ram_size: int = DEFAULT_RAM_SIZE
 
     # --- prologue
     words: list[int] = []
-    for r in range(1, 32):
-        if r not in (BASE_REG, CONSOLE_REG):
-            words += asm.li(r, random_value(rng))
+    for r in seeded:
+        words += asm.li(r, random_value(rng))
     words += asm.li(BASE_REG, data_start + DATA_SIZE // 2)
     words += asm.li(CONSOLE_REG, CONSOLE_ADDR)
     body_start = len(words)
@@ -95,7 +102,7 @@ def random_program(seed: int, length: int = 64, ram_size: int = DEFAULT_RAM_SIZE
     body: list[int] = []
     landable: list[bool] = []
     fixups: list[tuple] = []       # (index in body, kind, args)
-    kinds, weights = zip(*MIX.items())
+    kinds, weights = zip(*mix.items())
 
     def add(word, can_land=True):
         body.append(word)
@@ -129,12 +136,12 @@ def random_program(seed: int, length: int = 64, ram_size: int = DEFAULT_RAM_SIZE
         elif kind == "load":
             name = rng.choice(list(asm.LOAD_OPS))
             w = asm.LOAD_WIDTH[name]
-            off = w * rng.randint(-(DATA_SIZE // 2) // w, (DATA_SIZE // 2 - w) // w)
+            off = w * rng.randint(-(data_size // 2) // w, (data_size // 2 - w) // w)
             add(asm.LOAD_OPS[name](dst(), BASE_REG, off))
         elif kind == "store":
             name = rng.choice(list(asm.STORE_OPS))
             w = asm.STORE_WIDTH[name]
-            off = w * rng.randint(-(DATA_SIZE // 2) // w, (DATA_SIZE // 2 - w) // w)
+            off = w * rng.randint(-(data_size // 2) // w, (data_size // 2 - w) // w)
             add(asm.STORE_OPS[name](src(), BASE_REG, off))
         elif kind == "console":
             add(asm.sb(src(), CONSOLE_REG, 0))
@@ -182,20 +189,20 @@ def random_program(seed: int, length: int = 64, ram_size: int = DEFAULT_RAM_SIZE
             body[i + 1] = asm.jalr(rd, tmp, 4 * (t - i) + (1 if rng.random() < 0.25 else 0))
     words += body
 
-    # --- epilogue: a0 = xor of all registers; exit
-    for r in range(1, 32):
+    # --- epilogue: a0 = xor of all (compact: the hot) registers; exit
+    for r in (hot if compact else range(1, 32)):
         if r != asm.A0:
             words.append(asm.xor(asm.A0, asm.A0, r))
     words += asm.li(asm.A7, asm.EXIT_SYSCALL)
     words.append(asm.ecall())
-    assert len(words) - body_start - len(body) == EPILOGUE_WORDS
+    assert compact or len(words) - body_start - len(body) == EPILOGUE_WORDS
 
     if 4 * len(words) > data_start:
         raise ValueError(f"program of {len(words)} instructions does not fit below its data area at "
                          f"{data_start:#x} (ram_size {ram_size:#x})")
-    data = rng.randbytes(DATA_SIZE)
+    data = rng.randbytes(data_size)
     code = Image.from_words(words).segments
-    return Image(0, code + ((data_start, data),))
+    return Image(0, code + ((data_start + (DATA_SIZE - data_size) // 2, data),))
 
 
 def program_words(image: Image) -> list[int]:

@@ -13,6 +13,7 @@ bytes, the halt, and one ``Retire`` record per cycle whose ``rvfi_valid`` token 
 
 import hashlib
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -32,12 +33,21 @@ M_CYCLES = 34                    # a multiplication or division occupies the cor
 _LOADED: dict = {}
 
 
+# netlist2tf modules the checkpoint and its report are made from (not the command line, the run loop
+# or the verifier): a change to one of them rebuilds the cached checkpoint
+_COMPILER_SOURCES = ("assemble.py", "emit.py", "frontend.py", "graph.py", "ir.py", "logic.py", "lower.py",
+                     "macros.py", "nodes.py", "protocol.py", "report.py", "schedule.py", "target.py",
+                     "validate.py", "yosys.py", "gadgets")
+
+
 def compiler_digest() -> str:
-    """A hash of netlist2tf's own source: a changed compiler rebuilds the cached checkpoint."""
+    """A hash of the compiler's source: a changed compiler rebuilds the cached checkpoint."""
     root = Path(__file__).resolve().parent.parent / "netlist2tf"
     h = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    for name in _COMPILER_SOURCES:
+        files = sorted((root / name).rglob("*.py")) if (root / name).is_dir() else [root / name]
+        for f in files:
+            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 
 
@@ -47,6 +57,7 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
     from netlist2tf.emit import emit_checkpoint
     from netlist2tf.frontend import synthesize
     from netlist2tf.ir import parse_netlist
+    from netlist2tf.report import build_report, write_report
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
@@ -55,13 +66,18 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + b"\0" +
                          result.json_text.encode() + b"\0" + compiler_digest().encode()).hexdigest()[:16]
     folder = Path(build_dir) / "cpu-model" / key
-    if (folder / "compile.json").is_file():
+    if (folder / "compile.json").is_file() and (folder / "report" / "report.html").is_file():
         return folder
+    for old in folder.parent.glob("*"):          # one checkpoint at a time: they are ~2 GB each
+        if old.is_dir() and len(old.name) == 16 and old.name != key:     # not emit's temporary dirs
+            shutil.rmtree(old, ignore_errors=True)
     log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}) ...")
     t0 = time.perf_counter()
     compiled = assemble(parse_netlist(result.json_text, str(result.json_path)), layers=LAYERS,
                         chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM)
+    netlist = parse_netlist(result.json_text, str(result.json_path))
     emit_checkpoint(compiled, result.json_text, folder, settings=settings)
+    write_report(build_report(netlist, compiled), folder / "report")
     st = compiled.stats
     log(f"compiled in {time.perf_counter() - t0:.0f} s: {st['layers']} layers, hidden {st['hidden_size']}, "
         f"{st['parameters'] / 1e6:.1f} M parameters ({st['nonzero'] / 1e6:.1f} M non-zero), "
@@ -85,8 +101,8 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
                     trace: bool = True, dtype=None, prefill: bool = True, build_dir="build",
                     log=None) -> list:
     """Run programs on the compiled CPU, one batch row each, until every one halts or retires
-    ``max_steps`` instructions. Returns one RunResult per image; ``result.tokens`` (added) is the
-    number of tokens the model generated for that row."""
+    ``max_steps`` instructions. Returns one RunResult per image, with three more attributes:
+    ``tokens`` (generated for that row), ``prompt_tokens`` and ``checkpoint`` (the folder)."""
     from netlist2tf.host import run_model
 
     entries = {img.entry for img in images}
@@ -132,6 +148,7 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
                       s["retired"], s["cycles"], seconds)
         r.tokens = len(protocol.generated) * len(run.outputs[row])
         r.prompt_tokens = len(run.tokens[row]) - (protocol.tokens_per_cycle * len(run.outputs[row]))
+        r.checkpoint = folder
         results.append(r)
     return results
 

@@ -141,16 +141,17 @@ def cmd_compile(args) -> int:
     result, netlist, target, name = _compile_inputs(args)
     t0 = time.perf_counter()
     if args.check_fit:
-        fit = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, target=target, check_only=True)
+        fit = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim, target=target, check_only=True)
         print(f"{args.design} fits {fit['target']}: {fit['layers']} layers, {fit['hidden_channels']} residual "
               f"channels, FFN neurons per layer {fit['neurons_per_layer']}, DeltaNet heads per layer "
               f"{fit['deltanet_heads_per_layer']}")
         return 0
-    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, target=target)
+    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
+                        target=target)
     out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / name
     emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
                     settings={"design": args.design, "flow": args.flow, "layers": args.layers,
-                              "chunk_bits": args.chunk_bits})
+                              "chunk_bits": args.chunk_bits, "head_dim": args.head_dim})
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
@@ -166,7 +167,8 @@ def cmd_report(args) -> int:
     from .report import build_report, write_report
 
     _, netlist, target, name = _compile_inputs(args)
-    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, target=target)
+    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
+                        target=target)
     out = Path(args.out) if args.out else Path(args.build_dir) / "reports" / name
     js, page = write_report(build_report(netlist, compiled), out)
     print(f"{args.design}: layer-assignment report {page} (data: {js})", file=sys.stderr)
@@ -236,9 +238,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("design", help="module.path:Class, path/to/file.py:Class or file.il/.v")
         p.add_argument("--layers", type=int, default=11, help="layers of the compiled model (default 11)")
         p.add_argument("--chunk-bits", type=int, default=8, help="value bits per trace token (default 8)")
-        p.add_argument("--flow", choices=("macro", "lut"), default="macro",
-                       help="macro (default): adders and comparisons as threshold-circuit macros, the rest "
-                            "as 4-LUTs; lut: everything as 4-LUTs (deeper)")
+        p.add_argument("--head-dim", type=int, default=64, choices=(16, 64, 256, 1024),
+                       help="standalone models: DeltaNet key head dim = words per memory bank (default 64)")
+        p.add_argument("--flow", choices=("macro", "macro6", "lut"), default="macro",
+                       help="macro (default): adders, comparisons, shifts and wide reductions as "
+                            "threshold-circuit macros, the rest as 4-LUTs; macro6: the same with 6-LUTs "
+                            "(shallower, more neurons; the CPU needs it); lut: everything as 4-LUTs")
         p.add_argument("--target", help="a Qwen3.5 config.json (or its folder): use its per-layer shapes exactly")
         p.add_argument("--out", help=out_help)
         p.add_argument("--build-dir", default="build")

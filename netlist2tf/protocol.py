@@ -12,8 +12,8 @@ A token carries a *field*: (kind, chunk, parity, value) with ``chunk_bits`` bits
   fields of every port there (each chunk is kept in a one-row DeltaNet head of layer 0), so every
   earlier position of the frame reads the memories as they were at the start of the cycle. The
   prompt holds, per non-zero initial word of a memory, that memory's port group followed by the
-  later ports' groups disabled (so it too ends on the commit token); ports of memories with initial
-  contents come last, which makes that just the memory's own group.
+  later ports' groups disabled (so it too ends on the commit token); the largest memory's port comes
+  last, which makes that just the memory's own group.
 
 Parity (docs/COMPILER.md 2): frame k reads register row ``k % 2`` and writes row ``(k + 1) % 2``.
 IN and OUT tokens of frame k carry ``k % 2``, REG tokens of frame k carry ``(k + 1) % 2`` (the row they
@@ -102,8 +102,9 @@ class TraceProtocol:
             raise Netlist2TFError(f"{netlist.top} has no registers and no non-constant outputs: the "
                                   f"model would have nothing to generate")
         ma, md, ports = [], [], []
-        # memories with initial contents last: their prompt groups then end on the commit token
-        for m in sorted(netlist.memories, key=lambda m: (any(m.init), m.name)):
+        # the largest memory last (typically the one a program image fills): its prompt groups then
+        # end on the commit token by themselves
+        for m in sorted(netlist.memories, key=lambda m: (m.size * m.width, m.name)):
             if len(m.write_ports) > 1:
                 raise Netlist2TFError(f"memory {m.name} has {len(m.write_ports)} write ports; the "
                                       f"compiler takes one write port per memory")
@@ -227,7 +228,7 @@ class TraceProtocol:
         """The prompt (a frame of parity 1 that ends with every write committed): REG tokens of
         parity 0 with ``registers`` (state name -> value), then per non-zero word of each memory in
         ``memory`` ({memory name: {address: word}}) its port group and the later ports' groups
-        disabled; with no initial words, one disabled group per port."""
+        disabled; with no initial words, the last port's group disabled."""
         toks = [self.token(Field(REG, j, 0, v))
                 for j, v in enumerate(self._pack(self.registers, registers, self.register_names))]
         memory = memory or {}
@@ -243,9 +244,8 @@ class TraceProtocol:
                     for later in self.ports[i + 1:]:
                         toks += self.write_tokens(later.memory, None, 0, frame_parity=1)
                     groups += 1
-        if self.ports and not groups:
-            for p in self.ports:
-                toks += self.write_tokens(p.memory, None, 0, frame_parity=1)
+        if self.ports and not groups:      # end on the commit token: the last port's group, disabled
+            toks += self.write_tokens(self.ports[-1].memory, None, 0, frame_parity=1)
         return toks
 
     def initial_prompts(self, registers: dict, memories: list) -> list[list[int]]:
@@ -258,7 +258,11 @@ class TraceProtocol:
             pad = self.write_tokens(self.ports[-1].memory, None, 0, frame_parity=1)
             for p in prompts:
                 if (longest - len(p)) % len(pad):
-                    raise AssertionError("prompts differ by a non-multiple of a write group")
+                    raise Netlist2TFError(
+                        f"the batch rows' prompts cannot be padded to one length with disabled "
+                        f"{self.ports[-1].memory} groups: initial contents of a memory other than the "
+                        f"last written one ({self.ports[-1].memory}) make groups of other lengths; "
+                        f"run such rows in separate batches")
                 p += pad * ((longest - len(p)) // len(pad))
         elif any(len(p) != longest for p in prompts):
             raise AssertionError("prompts without write ports differ in length")

@@ -419,6 +419,7 @@ def _program(name, output, exit_code=0, description=""):
 
 
 PROGRAMS = (
+    _program("hi", "hi!\n", 1 + 2 + 3 + 4, description="the compiled model's sample: console bytes, a digit sum"),
     _program("hello", _hello(), description="puts and printf conversions"),
     _program("fibonacci", _fibonacci(), description="32- and 64-bit Fibonacci, recursive fib"),
     _program("sieve", _sieve(), description="sieve of Eratosthenes; exit code = prime count & 0xff"),

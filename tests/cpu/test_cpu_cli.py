@@ -2,6 +2,7 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -114,3 +115,28 @@ def test_console_script_entry_point():
                            "run", str(PROGRAMS_BY_NAME["crc32"].path)], capture_output=True, timeout=120)
     assert proc.returncode == PROGRAMS_BY_NAME["crc32"].expected_exit
     assert proc.stdout == PROGRAMS_BY_NAME["crc32"].expected_output
+
+
+def test_model_options(monkeypatch, capsysbinary):
+    """--dtype/--batch/--token-by-token belong to the model engine; the model engine links programs
+    for its 16 KiB RAM and reports tokens, tokens per instruction and tokens/s (engine faked here:
+    tests/cpu/test_model_engine.py runs the real one)."""
+    assert cli.main(["run", str(SIEVE.path), "--dtype", "bfloat16"]) == 2
+    assert b"options of --engine model" in capsysbinary.readouterr().err
+    calls = []
+
+    def fake(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True):
+        calls.append((ram_size, dtype, batch, prefill))
+        r = RunResult(console=b"hi\n", halt=Halt(Halt.EXIT, 0, exit_code=10), instructions=4, cycles=5,
+                      seconds=2.0)
+        r.tokens, r.prompt_tokens, r.batch, r.checkpoint = 330, 40, batch, "build/cpu-model/x"
+        return r
+    monkeypatch.setitem(cli.ENGINES, "model", fake)
+    hi = Path(cli.__file__).parent / "programs" / "hi.c"
+    assert cli.main(["run", str(hi), "--engine", "model", "--dtype", "bfloat16", "--batch", "2",
+                     "--token-by-token"]) == 10
+    out, err = capsysbinary.readouterr()
+    assert out == b"hi\n"
+    assert calls == [(16384, "bfloat16", 2, False)]
+    assert b"330 generated tokens (40 prompt tokens), 82.5 tokens/instruction, 330.0 tokens/s" in err
+    assert b"layer report build/cpu-model/x/report/report.html" in err

@@ -48,3 +48,31 @@ class TwoWritePorts(wiring.Component):
                      r0.addr.eq(self.ra), r1.addr.eq(self.ra),
                      self.rd_async.eq(r0.data), self.rd_sync.eq(r1.data)]
         return m
+
+
+class TwoMemories(wiring.Component):
+    """Two memories written in the same cycle (two write ports in one frame): ``big`` is 256 x 12
+    with initial contents (more words than one DeltaNet bank: 4 banks of 64; an 8-bit address whose
+    write token spans two chunks) read at an input address; ``wide`` is 16 x 40 (five data chunks),
+    written at a counter with a word made of the big memory's read data and the inputs, and read one
+    address behind the counter (what the previous cycle wrote)."""
+    wa: In(8)
+    wd: In(12)
+    we: In(1)
+    ra: In(8)
+    out_big: Out(12)
+    out_wide: Out(40)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.big = big = Memory(shape=12, depth=256, init=[(i * 37 + 5) & 0xFFF for i in range(256)])
+        m.submodules.wide = wide = Memory(shape=40, depth=16, init=[])
+        wb, rb = big.write_port(), big.read_port(domain="comb")
+        ww, rw = wide.write_port(), wide.read_port(domain="comb")
+        count = Signal(4)
+        m.d.sync += count.eq(count + 1)
+        m.d.comb += [wb.addr.eq(self.wa), wb.data.eq(self.wd), wb.en.eq(self.we), rb.addr.eq(self.ra),
+                     ww.addr.eq(count), ww.data.eq(Cat(rb.data, self.wd, self.wa, self.ra)), ww.en.eq(1),
+                     rw.addr.eq(count - 1),
+                     self.out_big.eq(rb.data), self.out_wide.eq(rw.data)]
+        return m

@@ -1,0 +1,120 @@
+"""Speed and size of the compiled CPU (cpu/model_engine.py) against unicorn and the netlist simulator,
+all in the same run on this machine.
+
+Prints:
+
+1. the model's size: parameters, non-zeros, checkpoint bytes, layers, hidden size, vocabulary;
+2. tokens per instruction on the program table. The model generates exactly the netlist simulator's
+   frames (one frame of ``generated tokens per cycle`` per clock cycle: the tests prove the traces
+   equal), so this is computed from the netlist engine's cycle counts, exactly, without hours of
+   generation; per instruction class too;
+3. tokens/s and instructions/s of the model on a short program: batch 1 and batch 8 (float32), batch 1
+   bfloat16, and teacher-forced checking, next to unicorn and the netlist simulator on the same
+   program (their instructions/s, and the ratios).
+
+    .venv/bin/python bench/model_speed.py [--rows 8] [--skip-table]
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from cpu import asm  # noqa: E402
+from cpu.elf import load_elf  # noqa: E402
+from cpu.machine import Image  # noqa: E402
+from cpu.model_engine import M_CYCLES, MODEL_RAM_SIZE, load_model, run_model_batch  # noqa: E402
+from cpu.netlist_engine import run_netlist, run_netlist_batch  # noqa: E402
+from cpu.programs import PROGRAMS  # noqa: E402
+from cpu.toolchain import compile_c  # noqa: E402
+from cpu.unicorn_ref import run_unicorn  # noqa: E402
+
+RAM = MODEL_RAM_SIZE
+
+
+def sample_program() -> Image:
+    """A short loop: 3 iterations of load / add / store / branch, then exit (about 25 instructions)."""
+    w = asm.li(5, 0x400) + asm.li(6, 3) + [asm.addi(10, 0, 0)]
+    loop = len(w)
+    w += [asm.lw(7, 5, 0), asm.add(10, 10, 6), asm.sw(10, 5, 0), asm.addi(6, 6, -1)]
+    w += [asm.bne(6, 0, 4 * (loop - len(w)))]
+    w += asm.li(17, 93) + [asm.ecall()]
+    return Image.from_words(w)
+
+
+def rate(n, seconds):
+    return n / seconds if seconds > 0 else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=8, help="batch size of the batched run (default 8)")
+    ap.add_argument("--skip-table", action="store_true", help="skip the program-table section")
+    args = ap.parse_args()
+
+    model, protocol, netlist, inits, meta, folder = load_model(RAM)
+    st = meta["stats"]
+    size = sum(f.stat().st_size for f in folder.iterdir() if f.is_file())
+    gen = st["generated_tokens_per_cycle"]
+    print("== model size")
+    print(f"checkpoint {folder} ({size / 1e9:.2f} GB float32 on disk)")
+    print(f"{st['layers']} layers ({', '.join(t[:3] for t in st['layer_types'])}), hidden {st['hidden_size']}, "
+          f"intermediate {st['intermediate_size']}, vocabulary {st['vocab_size']}")
+    print(f"{st['parameters']:,} parameters, {st['nonzero']:,} non-zero "
+          f"({100 * st['nonzero'] / st['parameters']:.1f} %); {gen} generated tokens per cycle")
+
+    if not args.skip_table:
+        print("\n== tokens per instruction on the program table (exact: netlist cycles x tokens/cycle)")
+        print(f"{'program':12s} {'instructions':>12s} {'cycles':>9s} {'tokens':>11s} {'tokens/instr':>12s}")
+        for prog in PROGRAMS:
+            img = load_elf(compile_c(prog.path, ram_size=RAM), ram_size=RAM)
+            r = run_netlist(img, ram_size=RAM, trace=False)
+            print(f"{prog.name:12s} {r.instructions:12,d} {r.cycles:9,d} {gen * r.cycles:11,d} "
+                  f"{gen * r.cycles / r.instructions:12.1f}")
+        print(f"per class: every instruction but M one cycle = {gen} tokens; MUL*/DIV*/REM* "
+              f"{M_CYCLES} cycles = {gen * M_CYCLES} tokens; +1 cycle for the halt report")
+
+    print("\n== speed on a short program (same program on every engine)")
+    img = sample_program()
+    t0 = time.perf_counter()
+    u = run_unicorn(img, ram_size=RAM)
+    tu = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    n = run_netlist(img, ram_size=RAM)
+    tn = time.perf_counter() - t0
+    print(f"program: {u.instructions} instructions, {n.cycles} cycles, exit {u.halt.exit_code}")
+    print(f"unicorn          {rate(u.instructions, tu):14,.0f} instructions/s")
+    print(f"netlist sim      {rate(n.instructions, tn):14,.0f} instructions/s")
+    rows = []
+    for label, batch, dtype in (("model B=1 fp32", 1, torch.float32),
+                                (f"model B={args.rows} fp32", args.rows, torch.float32),
+                                ("model B=1 bf16", 1, torch.bfloat16)):
+        t0 = time.perf_counter()
+        res = run_model_batch([img] * batch, RAM, dtype=dtype)
+        dt = time.perf_counter() - t0
+        assert all(r.records == u.records and r.halt == u.halt for r in res), "model differs from unicorn"
+        toks = sum(r.tokens for r in res)
+        instr = sum(r.instructions for r in res)
+        rows.append((label, rate(toks, dt), rate(instr, dt)))
+        print(f"{label:16s} {rate(instr, dt):14,.3f} instructions/s {rate(toks, dt):10,.1f} tokens/s "
+              f"({dt:.0f} s; unicorn/model {rate(u.instructions, tu) / rate(instr, dt):,.0f}x, "
+              f"netlist/model {rate(n.instructions, tn) / rate(instr, dt):,.0f}x)")
+    from netlist2tf.sim import TableStimulus
+    from netlist2tf.verify import verify_teacher_forced
+    stim = TableStimulus({"rst": np.zeros(n.cycles + 1, dtype=np.uint64)})
+    t0 = time.perf_counter()
+    div, checked = verify_teacher_forced(model, protocol, netlist, inits, n.cycles + 1, 1, 0,
+                                         [{"ram": img.words()}], stimulus=stim)
+    dt = time.perf_counter() - t0
+    assert div is None, str(div)
+    print(f"{'teacher-forced':16s} {rate(n.instructions, dt):14,.3f} instructions/s {rate(checked, dt):10,.1f} "
+          f"tokens/s checked (fp32, batch 1, netlist trace + forward calls)")
+
+
+if __name__ == "__main__":
+    main()
