@@ -21,7 +21,8 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
         rows = int((layer.mlp.gate_proj.weight.abs().sum(dim=1) > 0).sum())
         assert p["ffn_neurons"] == rows
         assert p["max_abs_preactivation"] <= 256 and p["bf16_exact"]
-    assert per[0]["deltanet_heads"] == 4 and per[1]["memory_reads"] == ["storage.0"]
+    # layer 0: 2 input chunks, 2 register chunks and the write port's 2 chunks (gathered there)
+    assert per[0]["deltanet_heads"] == 6 and per[1]["memory_reads"] == ["storage.0"]
     assert sum(p["cells"] for p in per) == len(nl.cells)
     levels = [step["level"] for step in report["critical_path"]]
     assert levels == sorted(levels) and levels[-1] == 6
