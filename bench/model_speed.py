@@ -10,7 +10,8 @@ Prints:
    generation; per instruction class too;
 3. tokens/s and instructions/s of the model on a short program: batch 1 and batch 8 (float32), batch 1
    bfloat16, and teacher-forced checking, next to unicorn and the netlist simulator on the same
-   program (their instructions/s, and the ratios).
+   program (their instructions/s, and the ratios; on a program this short their start-up dominates:
+   the table of section 2 has their steady-state instructions/s on the real programs).
 
     .venv/bin/python bench/model_speed.py [--rows 8] [--skip-table]
 """
@@ -31,7 +32,7 @@ from cpu.machine import Image  # noqa: E402
 from cpu.model_engine import M_CYCLES, MODEL_RAM_SIZE, load_model, run_model_batch  # noqa: E402
 from cpu.netlist_engine import run_netlist, run_netlist_batch  # noqa: E402
 from cpu.programs import PROGRAMS  # noqa: E402
-from cpu.toolchain import compile_c  # noqa: E402
+from cpu.toolchain import CompileError, compile_c  # noqa: E402
 from cpu.unicorn_ref import run_unicorn  # noqa: E402
 
 RAM = MODEL_RAM_SIZE
@@ -70,12 +71,23 @@ def main():
 
     if not args.skip_table:
         print("\n== tokens per instruction on the program table (exact: netlist cycles x tokens/cycle)")
-        print(f"{'program':12s} {'instructions':>12s} {'cycles':>9s} {'tokens':>11s} {'tokens/instr':>12s}")
+        print(f"{'program':12s} {'instructions':>12s} {'cycles':>9s} {'tokens':>11s} {'tokens/instr':>12s} "
+              f"{'unicorn i/s':>12s} {'netlist i/s':>12s}")
         for prog in PROGRAMS:
-            img = load_elf(compile_c(prog.path, ram_size=RAM), ram_size=RAM)
+            try:
+                img = load_elf(compile_c(prog.path, ram_size=RAM), ram_size=RAM)
+            except CompileError:
+                print(f"{prog.name:12s} does not fit the model's {RAM // 1024} KiB of RAM")
+                continue
+            t0 = time.perf_counter()
             r = run_netlist(img, ram_size=RAM, trace=False)
+            tn = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            u = run_unicorn(img, ram_size=RAM, trace=False)
+            tu = time.perf_counter() - t0
             print(f"{prog.name:12s} {r.instructions:12,d} {r.cycles:9,d} {gen * r.cycles:11,d} "
-                  f"{gen * r.cycles / r.instructions:12.1f}")
+                  f"{gen * r.cycles / r.instructions:12.1f} {rate(u.instructions, tu):12,.0f} "
+                  f"{rate(r.instructions, tn):12,.0f}")
         print(f"per class: every instruction but M one cycle = {gen} tokens; MUL*/DIV*/REM* "
               f"{M_CYCLES} cycles = {gen * M_CYCLES} tokens; +1 cycle for the halt report")
 

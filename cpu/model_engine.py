@@ -23,7 +23,7 @@ from netlist2tf.errors import Netlist2TFError
 from .machine import Halt, RunResult
 from .netlist_engine import _HALT_KINDS, _RETIRE_FIELDS, _check_image, core_design
 
-MODEL_RAM_SIZE = 16 * 1024       # 4,096 words: every program of the table fits (64 KiB is 4x the heads)
+MODEL_RAM_SIZE = 16 * 1024       # 4,096 words: the table but libc (~17 KiB) fits; 64 KiB is 4x the heads
 LAYERS = 11
 KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RAM words
 FLOW = "macro6"
