@@ -30,7 +30,7 @@ from cpu import asm  # noqa: E402
 from cpu.elf import load_elf  # noqa: E402
 from cpu.machine import Image  # noqa: E402
 from cpu.model_engine import M_CYCLES, MODEL_RAM_SIZE, load_model, run_model_batch  # noqa: E402
-from cpu.netlist_engine import run_netlist, run_netlist_batch  # noqa: E402
+from cpu.netlist_engine import run_netlist  # noqa: E402
 from cpu.programs import PROGRAMS  # noqa: E402
 from cpu.toolchain import CompileError, compile_c  # noqa: E402
 from cpu.unicorn_ref import run_unicorn  # noqa: E402

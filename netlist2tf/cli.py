@@ -63,7 +63,6 @@ def cmd_synth(args) -> int:
 
 
 def cmd_sim(args) -> int:
-    import numpy as np
     from .sim import FileStimulus, RandomStimulus, Simulator
 
     netlist, result = _netlist_for(args)
