@@ -1,0 +1,27 @@
+"""The core fits the compiled model's 11 layers: depth <= 10 with the macro6 flow, a consistent
+schedule, the memory reads where docs/CPU-MODEL.md says. Cheap (no model is built): the guard for
+HDL edits; tests/cpu/test_model_engine.py runs the model itself."""
+
+from netlist2tf.frontend import synthesize
+from netlist2tf.ir import parse_netlist
+from netlist2tf.schedule import schedule, verify
+from netlist2tf.target import FULL, LINEAR, Target
+
+from cpu.model_engine import FLOW, LAYERS, MODEL_RAM_SIZE
+from cpu.netlist_engine import core_design
+
+
+def test_core_fits_eleven_layers(build_dir):
+    nl = parse_netlist(synthesize(core_design(MODEL_RAM_SIZE), FLOW, build_dir).json_text)
+    target = Target(1 << 30, 1 << 30, (LINEAR,) * (LAYERS - 1) + (FULL,), 1, 1, 256, 32, 1, 1, 16)
+    s = schedule(nl, target)                    # raises with the critical path if too deep
+    assert s.depth <= LAYERS - 1
+    assert verify(nl, s) == []
+    reads = {}
+    for (mem, port), layer in s.read_layer.items():
+        reads.setdefault(mem, []).append(layer)
+    # fetch (and the constant-address a7/a0 reads) in layer 1, rs1/rs2 in 2, the load port in 4
+    assert sorted(reads["ram"]) == [1, 4] and sorted(reads["regs"]) == [1, 1, 2, 2]
+    # balanced FFN widths: the widest layer within 1.6x the mean of layers 2.. (unbalanced: 2.6x)
+    logic = [n for n in s.neurons[:LAYERS - 1] if n]
+    assert max(logic) <= 1.6 * sum(logic[2:]) / len(logic[2:])
