@@ -21,7 +21,7 @@ from pathlib import Path
 from netlist2tf.errors import Netlist2TFError
 
 from .machine import Halt, RunResult
-from .netlist_engine import _HALT_KINDS, _RETIRE_FIELDS, _check_image, core_design
+from .netlist_engine import RETIRE_FIELDS, check_image, core_design, halt_from_port
 
 MODEL_RAM_SIZE = 16 * 1024       # 4,096 words: the table but libc (~17 KiB) fits; 64 KiB is 4x the heads
 LAYERS = 11
@@ -73,9 +73,8 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
             shutil.rmtree(old, ignore_errors=True)
     log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}) ...")
     t0 = time.perf_counter()
-    compiled = assemble(parse_netlist(result.json_text, str(result.json_path)), layers=LAYERS,
-                        chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM)
     netlist = parse_netlist(result.json_text, str(result.json_path))
+    compiled = assemble(netlist, layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM)
     emit_checkpoint(compiled, result.json_text, folder, settings=settings)
     write_report(build_report(netlist, compiled), folder / "report")
     st = compiled.stats
@@ -109,7 +108,7 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     if len(entries) != 1 or entries != {0}:
         raise Netlist2TFError("the compiled CPU starts at address 0: every program's entry point must be 0")
     for img in images:
-        _check_image(img, ram_size)
+        check_image(img, ram_size)
     model, protocol, netlist, inits, meta, folder = load_model(ram_size, dtype, build_dir, log)
     B = len(images)
     limit = M_CYCLES * (max_steps + 1) + 2
@@ -132,9 +131,7 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
             if out["console_valid"]:
                 s["console"].append(out["console_data"])
             if out["halt"]:
-                kind = _HALT_KINDS[out["halt_kind"]]
-                s["halt"] = (Halt(kind, out["rvfi_pc"], 0, out["halt_cause"]) if kind == Halt.TRAP
-                             else Halt(kind, out["rvfi_pc"], out["halt_code"]))
+                s["halt"] = halt_from_port(out.__getitem__)
         return all(s["halt"] is not None for s in state)
 
     inputs = [_Repeat({"rst": 0}, limit)] * B      # the same inputs every cycle, without a huge list
@@ -175,4 +172,4 @@ class _Repeat:
 
 def _retire(out: dict):
     from .machine import Retire
-    return Retire(**{f: out["rvfi_" + f] for f in _RETIRE_FIELDS})
+    return Retire(**{f: out["rvfi_" + f] for f in RETIRE_FIELDS})

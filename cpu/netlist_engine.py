@@ -18,7 +18,7 @@ from netlist2tf.sim import Simulator
 from .machine import DEFAULT_RAM_SIZE, Halt, Image, Retire, RunResult
 
 _HALT_KINDS = {0: Halt.EXIT, 1: Halt.EBREAK, 2: Halt.TRAP}
-_RETIRE_FIELDS = ("pc", "insn", "next_pc", "rd", "rd_wdata", "mem_addr", "mem_rmask", "mem_rdata",
+RETIRE_FIELDS = ("pc", "insn", "next_pc", "rd", "rd_wdata", "mem_addr", "mem_rmask", "mem_rdata",
                   "mem_wmask", "mem_wdata")
 
 
@@ -39,7 +39,7 @@ def core_netlist(ram_size=DEFAULT_RAM_SIZE, reset_pc=0, flow="word", build_dir="
     return _NETLISTS[key]
 
 
-def _check_image(image: Image, ram_size: int):
+def check_image(image: Image, ram_size: int):
     for addr, data in image.segments:
         if addr < 0 or addr + len(data) > ram_size:
             raise Netlist2TFError(f"program segment at {addr:#x} ({len(data)} bytes) does not fit in "
@@ -62,7 +62,7 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
     if len(entries) != 1:
         raise Netlist2TFError("a batch of programs must share one entry point")
     for img in images:
-        _check_image(img, ram_size)
+        check_image(img, ram_size)
     netlist = core_netlist(ram_size, entries.pop(), flow, build_dir)
     B = len(images)
     sim = Simulator(netlist, batch=B)
@@ -79,7 +79,7 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
     retired = np.zeros(B, dtype=np.int64)
     cycles = np.zeros(B, dtype=np.int64)
     live = np.ones(B, dtype=bool)
-    fields = [(f, idx["rvfi_" + f]) for f in _RETIRE_FIELDS]
+    fields = [(f, idx["rvfi_" + f]) for f in RETIRE_FIELDS]
     t0 = time.perf_counter()
     # An M instruction takes 34 cycles; bound the cycles so a wedged core cannot hang the run.
     for _ in range(34 * (max_steps + 1) + 1):
@@ -107,7 +107,7 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
         halt = out[idx["halt"]].astype(bool) & live
         if halt.any():
             for lane in np.nonzero(halt)[0]:
-                halts[lane] = _halt(lambda name: int(out[idx[name]][lane]))
+                halts[lane] = halt_from_port(lambda name: int(out[idx[name]][lane]))
             live &= ~halt
         if not live.any():
             break
@@ -116,7 +116,8 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
                       int(retired[i]), int(cycles[i]), seconds) for i in range(B)]
 
 
-def _halt(get) -> Halt:
+def halt_from_port(get) -> Halt:
+    """The Halt the core's halt port describes; ``get(name)`` reads an output of the halting cycle."""
     kind = _HALT_KINDS[get("halt_kind")]
     if kind == Halt.TRAP:
         return Halt(kind, get("rvfi_pc"), 0, get("halt_cause"))
@@ -126,7 +127,7 @@ def _halt(get) -> Halt:
 def _run_single(sim, idx, max_steps, trace) -> RunResult:
     """The batch-1 loop on plain ints (the common case of `cpu run`)."""
     i_valid, i_con, i_data, i_halt = idx["rvfi_valid"], idx["console_valid"], idx["console_data"], idx["halt"]
-    i_fields = [idx["rvfi_" + f] for f in _RETIRE_FIELDS]
+    i_fields = [idx["rvfi_" + f] for f in RETIRE_FIELDS]
     records, console = [], bytearray()
     retired = cycles = 0
     halt = None
@@ -146,7 +147,7 @@ def _run_single(sim, idx, max_steps, trace) -> RunResult:
         if out[i_con]:
             console.append(int(out[i_data]))
         if out[i_halt]:
-            halt = _halt(lambda name: int(out[idx[name]]))
+            halt = halt_from_port(lambda name: int(out[idx[name]]))
             break
     return RunResult(bytes(console), halt or Halt(Halt.STEP_LIMIT, 0), records, retired, cycles,
                      time.perf_counter() - t0)

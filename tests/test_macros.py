@@ -126,6 +126,19 @@ def test_schedule_of_macros_verifies(build_dir):
     assert "(macro)" in s.dump(nl)
 
 
+def _evaluate(fns, inputs: dict, out_nets) -> int:
+    """Run macro functions on integers: ``inputs`` maps a tuple of nets (LSB first) to its value;
+    every function must give 0 or 1; returns the value of ``out_nets``."""
+    bits = {CONST0: 0, CONST1: 1, 2: 0}
+    for nets, value in inputs.items():
+        bits.update({n: (value >> i) & 1 for i, n in enumerate(nets)})
+    for f in fns:
+        v = f.value(bits)
+        assert v in (0, 1)
+        bits[f.out] = v
+    return sum(bits[n] << i for i, n in enumerate(out_nets))
+
+
 def _shift_cell(kind, aw, bw, yw, a_signed=0, b_signed=0):
     a = tuple(range(3, 3 + aw))
     b = tuple(range(3 + aw, 3 + aw + bw))
@@ -153,14 +166,7 @@ def test_shift_macro_matches_simulator(kind, aw, bw, yw, a_signed, b_signed):
     for amount in range(1 << bw):
         for av in [0, (1 << aw) - 1, 1 << (aw - 1), 1] + [rng.getrandbits(aw) for _ in range(6)]:
             out = sim.step({"a": av, "b": amount})["y"]
-            bits = {CONST0: 0, CONST1: 1, 2: 0}
-            bits.update({n: (av >> i) & 1 for i, n in enumerate(a)})
-            bits.update({n: (amount >> i) & 1 for i, n in enumerate(b)})
-            for f in fns:
-                v = f.value(bits)
-                assert v in (0, 1)
-                bits[f.out] = v
-            assert sum(bits[n] << i for i, n in enumerate(y)) == out, (amount, av)
+            assert _evaluate(fns, {a: av, b: amount}, y) == out, (amount, av)
 
 
 def test_shift_depth(build_dir):
@@ -214,15 +220,8 @@ def test_reduce_macro_matches_simulator(kind, aw, bw, yw, a_signed, b_signed, b_
         for bv in range(1 << bw) if signal_b else [None]:
             vals = {"a": av} if bv is None else {"a": av, "b": bv}
             out = sim.step(vals)["y"]
-            bits = {CONST0: 0, CONST1: 1, 2: 0}
-            bits.update({n: (av >> i) & 1 for i, n in enumerate(a)})
-            if bv is not None:
-                bits.update({n: (bv >> i) & 1 for i, n in enumerate(b)})
-            for f in fns:
-                v = f.value(bits)
-                assert v in (0, 1)
-                bits[f.out] = v
-            assert sum(bits[n] << i for i, n in enumerate(y)) == out, (av, bv)
+            inputs = {a: av} if bv is None else {a: av, b: bv}
+            assert _evaluate(fns, inputs, y) == out, (av, bv)
     internal = [f for f in fns if f.out not in y]
     both = max(aw, bw) if a_signed and b_signed else min(aw, bw)   # bit positions with two signals
     assert len(internal) == (both if signal_b else 0)
