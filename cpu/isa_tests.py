@@ -944,3 +944,25 @@ TRAP_TESTS: dict[str, Callable[[], TrapCase]] = {
 """Programs that must trap. The misaligned-target jumps trap on the jump itself (RV32I without C:
 the jump does not retire, ra is not written). A not-taken branch to a misaligned target does not
 trap (see ``branch_to_self_program``-style use)."""
+
+
+def hazard_programs() -> dict[str, Image]:
+    """Hazards on purpose: each instruction of interest reads state in the cycle that changes it.
+    Exit codes (hand-checked): 12, 0x12347878 + 0x78, 3 and 77."""
+    A0, A7 = asm.A0, asm.A7
+    done = asm.li(A7, 93) + [asm.ecall()]
+    progs = {}
+    # jalr x1, 0(x1): the target comes from the OLD x1, the link value is the new one
+    progs["jalr_x1_x1"] = [asm.auipc(1, 0), asm.addi(1, 1, 16), asm.jalr(1, 1, 0), asm.ebreak(),
+                           asm.add(A0, 1, 0)] + done
+    # store then load the same word; a byte store merged into the word the next load reads
+    progs["store_then_load"] = asm.li(5, 0x300) + asm.li(6, 0x12345678) + [
+        asm.sw(6, 5, 0), asm.lw(7, 5, 0), asm.sb(7, 5, 1), asm.lw(8, 5, 0), asm.lbu(9, 5, 1),
+        asm.add(A0, 8, 9)] + done
+    # writes to x0 are dropped: results read back as 0
+    progs["writes_to_x0"] = [asm.addi(0, 0, 5), asm.lui(0, 0x12345), asm.jal(0, 8), asm.ebreak(),
+                             asm.add(A0, 0, 0), asm.addi(A0, A0, 3)] + done
+    # a store into the word after the current instruction: the new word is what runs next
+    progs["store_into_next_word"] = asm.li(6, asm.addi(A0, 0, 77)) + [
+        asm.auipc(5, 0), asm.sw(6, 5, 8), asm.ebreak()] + done
+    return {k: Image.from_words(v) for k, v in progs.items()}

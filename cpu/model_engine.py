@@ -9,6 +9,14 @@ initial register frame, then one write group per non-zero word of the image: no 
 model state), lets the model generate one frame of tokens per clock cycle (greedy, the model's own
 cache) until every program halts, and decodes the frames into the machine's ``RunResult``: console
 bytes, the halt, and one ``Retire`` record per cycle whose ``rvfi_valid`` token bit is set.
+
+The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``: 6 tokens a
+cycle instead of 36 for the whole retirement port). ``TraceDecoder`` rebuilds the rest of each record
+from tokens the model generates anyway: pc and next pc from the pc register's tokens, the register
+file and RAM mirrored from the prompt and the write-port tokens (so ``insn`` is the mirrored word at
+pc, ``mem_rdata`` the mirrored word at ``mem_addr``, ``rd``/``rd_wdata`` the register write, store
+data the RAM write's bytes, a console byte and the exit code the mirrored rs2/a0). It decodes; it
+never executes an instruction.
 """
 
 import hashlib
@@ -19,9 +27,10 @@ import time
 from pathlib import Path
 
 from netlist2tf.errors import Netlist2TFError
+from netlist2tf.ir import CONST0, CONST1
 
-from .machine import Halt, RunResult
-from .netlist_engine import RETIRE_FIELDS, check_image, core_design, halt_from_port
+from .machine import Halt, Retire, RunResult
+from .netlist_engine import check_image, core_design, halt_from_port
 
 MODEL_RAM_SIZE = 16 * 1024       # 4,096 words: the table but libc (~17 KiB) fits; 64 KiB is 4x the heads
 LAYERS = 11
@@ -29,6 +38,10 @@ KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RA
 FLOW = "macro6"
 CHUNK_BITS = 8
 M_CYCLES = 34                    # a multiplication or division occupies the core this many cycles
+# the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
+MODEL_OUTPUTS = ("rvfi_valid", "rvfi_mem_addr", "rvfi_mem_rmask", "rvfi_mem_wmask", "console_valid",
+                 "halt", "halt_kind", "halt_cause")
+PC_SIGNAL = "rvfi_pc"            # the netlist's name for the pc register (the core drives rvfi_pc = pc)
 
 _LOADED: dict = {}
 
@@ -62,7 +75,7 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
     log = log or (lambda msg: print(msg, file=sys.stderr))
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     settings = {"design": core_design(ram_size), "flow": FLOW, "layers": LAYERS,
-                "chunk_bits": CHUNK_BITS, "head_dim": KEY_HEAD_DIM}
+                "chunk_bits": CHUNK_BITS, "head_dim": KEY_HEAD_DIM, "keep_outputs": list(MODEL_OUTPUTS)}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + b"\0" +
                          result.json_text.encode() + b"\0" + compiler_digest().encode()).hexdigest()[:16]
     folder = Path(build_dir) / "cpu-model" / key
@@ -74,7 +87,8 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
     log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}) ...")
     t0 = time.perf_counter()
     netlist = parse_netlist(result.json_text, str(result.json_path))
-    compiled = assemble(netlist, layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM)
+    compiled = assemble(netlist, layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM,
+                        outputs=MODEL_OUTPUTS)
     emit_checkpoint(compiled, result.json_text, folder, settings=settings)
     write_report(build_report(netlist, compiled), folder / "report")
     st = compiled.stats
@@ -82,6 +96,17 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
         f"{st['parameters'] / 1e6:.1f} M parameters ({st['nonzero'] / 1e6:.1f} M non-zero), "
         f"{st['generated_tokens_per_cycle']} generated tokens per cycle")
     return folder
+
+
+def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir="build"):
+    """The netlist the model is compiled from: the core synthesized with ``FLOW``, with only the
+    ``MODEL_OUTPUTS`` kept (``netlist2tf.graph.keep_outputs``)."""
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.graph import keep_outputs
+    from netlist2tf.ir import parse_netlist
+
+    result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
+    return keep_outputs(parse_netlist(result.json_text, str(result.json_path)), MODEL_OUTPUTS)
 
 
 def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir="build", log=None):
@@ -112,27 +137,14 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     model, protocol, netlist, inits, meta, folder = load_model(ram_size, dtype, build_dir, log)
     B = len(images)
     limit = M_CYCLES * (max_steps + 1) + 2
-    state = [{"records": [], "console": bytearray(), "halt": None, "retired": 0, "cycles": 0}
-             for _ in range(B)]
+    decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace)
+                for img in images]
 
-    def until(cycle, outputs):
-        for row, out in enumerate(outputs):
-            s = state[row]
-            if s["halt"] is not None:
-                continue
-            s["cycles"] += 1
-            if out["rvfi_valid"]:
-                if s["retired"] >= max_steps:
-                    s["halt"] = Halt(Halt.STEP_LIMIT, out["rvfi_pc"])
-                    continue
-                s["retired"] += 1
-                if trace:
-                    s["records"].append(_retire(out))
-            if out["console_valid"]:
-                s["console"].append(out["console_data"])
-            if out["halt"]:
-                s["halt"] = halt_from_port(out.__getitem__)
-        return all(s["halt"] is not None for s in state)
+    def until(cycle, frames):
+        for dec, frame in zip(decoders, frames):
+            if dec.halt is None:
+                dec.feed(frame)
+        return all(dec.halt is not None for dec in decoders)
 
     inputs = [_Repeat({"rst": 0}, limit)] * B      # the same inputs every cycle, without a huge list
     t0 = time.perf_counter()
@@ -140,9 +152,8 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
                     initial_memory=[{"ram": img.words()} for img in images], until=until)
     seconds = time.perf_counter() - t0
     results = []
-    for row, s in enumerate(state):
-        r = RunResult(bytes(s["console"]), s["halt"] or Halt(Halt.STEP_LIMIT, 0), s["records"],
-                      s["retired"], s["cycles"], seconds)
+    for row, dec in enumerate(decoders):
+        r = dec.result(seconds)
         r.tokens = len(protocol.generated) * len(run.outputs[row])
         r.prompt_tokens = len(run.tokens[row]) - (protocol.tokens_per_cycle * len(run.outputs[row]))
         r.checkpoint = folder
@@ -170,6 +181,86 @@ class _Repeat:
         return self.item
 
 
-def _retire(out: dict):
-    from .machine import Retire
-    return Retire(**{f: out["rvfi_" + f] for f in RETIRE_FIELDS})
+class TraceDecoder:
+    """Decode one batch row's frames into a ``RunResult``: retirement records, console bytes, halt.
+
+    ``netlist``: the compiled netlist (its ``rvfi_pc`` signal names the pc register's bits);
+    ``initial_registers``: the prompt's register values; ``memories``: {memory: {word address: word}}
+    as the prompt writes them. ``feed(frame)`` reads the frame's emitted outputs, the registers' next
+    values and the frame's memory writes, then applies those writes to its mirrors of the register
+    file and RAM. At most ``max_steps`` instructions retire (the next one stops the run with a
+    STEP_LIMIT halt); ``trace=False`` keeps no records.
+    """
+
+    def __init__(self, netlist, initial_registers: dict, memories: dict, max_steps: int = 1_000_000,
+                 trace: bool = True):
+        q_name = {n: f"reg:{r.name}" for r in netlist.registers for n in r.q}
+        sig = next((s for s in netlist.signals if s.name == PC_SIGNAL), None)
+        if sig is None or not all(n in q_name or n in (CONST0, CONST1) for n in sig.bits):
+            raise Netlist2TFError(f"the compiled core has no register named {PC_SIGNAL}: the decoder reads "
+                                  f"the pc from it (the core must drive rvfi_pc straight from its pc register)")
+        self.pc_bits = [q_name.get(n, n) for n in sig.bits]       # "reg:NAME", or a constant 0/1
+        self.registers = dict(initial_registers)
+        self.regs = [0] * 32
+        for a, w in memories.get("regs", {}).items():
+            self.regs[a] = w
+        self.ram = dict(memories.get("ram", {}))
+        self.max_steps, self.trace = max_steps, trace
+        self.records, self.console = [], bytearray()
+        self.halt, self.retired, self.cycles = None, 0, 0
+
+    def _pc(self, registers: dict) -> int:
+        return sum((registers[b] if isinstance(b, str) else b == CONST1) << i for i, b in enumerate(self.pc_bits))
+
+    def feed(self, frame) -> None:
+        """Decode one frame (a ``netlist2tf.host.Frame``) of a row that has not halted yet."""
+        out, w_reg, w_ram = frame.outputs, frame.writes["regs"], frame.writes["ram"]
+        self.cycles += 1
+        pc = self._pc(self.registers)
+        insn = self.ram.get(pc >> 2, 0)
+        rs2_value = self.regs[(insn >> 20) & 31]
+        if out["rvfi_valid"]:
+            if self.retired >= self.max_steps:
+                self.halt = Halt(Halt.STEP_LIMIT, pc)
+                return
+            self.retired += 1
+            if self.trace:
+                rmask, wmask, addr = out["rvfi_mem_rmask"], out["rvfi_mem_wmask"], out["rvfi_mem_addr"]
+                lanes = sum(0xFF << (8 * i) for i in range(4) if (wmask >> i) & 1)
+                # a store writes RAM through the port (the merged word), or the console (no RAM write)
+                wdata = (w_ram[1] if w_ram[0] is not None else rs2_value) & lanes
+                self.records.append(Retire(
+                    pc=pc, insn=insn, next_pc=self._pc(frame.registers),
+                    rd=w_reg[0] if w_reg[0] is not None else 0,
+                    rd_wdata=w_reg[1] if w_reg[0] is not None else 0,
+                    mem_addr=addr, mem_rmask=rmask, mem_rdata=self.ram.get(addr >> 2, 0) if rmask else 0,
+                    mem_wmask=wmask, mem_wdata=wdata))
+        if out["console_valid"]:
+            self.console.append(rs2_value & 0xFF)
+        if out["halt"]:
+            ports = {"rvfi_pc": pc, "halt_code": self.regs[10], **out}
+            self.halt = halt_from_port(ports.__getitem__)
+        if w_reg[0] is not None:
+            self.regs[w_reg[0]] = w_reg[1]
+        if w_ram[0] is not None:
+            self.ram[w_ram[0]] = w_ram[1]
+        self.registers = frame.registers
+
+    def result(self, seconds: float = 0.0) -> RunResult:
+        return RunResult(bytes(self.console), self.halt or Halt(Halt.STEP_LIMIT, 0), self.records,
+                         self.retired, self.cycles, seconds)
+
+
+def decode_trace(protocol, decoder: TraceDecoder, tokens: list[int], frames) -> RunResult:
+    """Feed ``decoder`` the frames of one row's token sequence (``frames``: (cycle, position of its
+    first generated token), as ``netlist2tf.verify.expected_tokens`` gives them) until it halts."""
+    from netlist2tf.host import Frame
+
+    n = len(protocol.generated)
+    for cycle, first in frames:
+        if decoder.halt is not None:
+            break
+        toks = tokens[first:first + n]
+        outs, regs = protocol.decode_frame(cycle, toks)
+        decoder.feed(Frame(outs, regs, protocol.decode_writes(toks)))
+    return decoder.result()

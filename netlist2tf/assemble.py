@@ -30,6 +30,7 @@ from .errors import Netlist2TFError
 from .gadgets.deltanet_memory import calibrate_read, clear_module, configure_memory
 from .gadgets.ffn_threshold import Neuron, configure_mlp
 from .gadgets.layout import NORM_WEIGHT, ResidualLayout
+from .graph import keep_outputs
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .lower import allocate_pairs_reusing, lower_logic, reset_neurons
 from .protocol import IN, MA, MD, REG, TraceProtocol
@@ -47,6 +48,7 @@ class Compiled:
     initial_registers: dict     # "reg:NAME" -> init value
     initial_memory: dict        # memory name -> {address: word} (non-zero initial words)
     stats: dict
+    outputs: tuple | None = None    # the output ports kept (``assemble(outputs=...)``); None: all
 
 
 def memory_capacity_slots(d_k: int) -> int:
@@ -64,7 +66,7 @@ def standalone_layer_types(layers: int) -> tuple[str, ...]:
 
 
 def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64,
-             target: Target | None = None, check_only: bool = False):
+             target: Target | None = None, check_only: bool = False, outputs=None):
     """Compile ``netlist`` (the LUT/macro flow's netlist) into a model.
 
     Without ``target`` the model is shaped for the design: ``layers`` layers, DeltaNet layers where
@@ -73,7 +75,12 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     chunk (``4 * chunk_bits`` dims). With a ``target`` (e.g. ``Target.from_config_json`` of a Qwen3.5
     checkpoint) the model uses exactly its per-layer shapes, or the error lists every number that
     does not fit. ``check_only``: stop after the fit check and return the demands (no weights).
+    ``outputs``: emit only these output ports (``graph.keep_outputs``: the logic only they need
+    is dropped; registers and memories stay), for a host that decodes the rest from the trace.
     Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
+    if outputs is not None:
+        outputs = tuple(outputs)
+        netlist = keep_outputs(netlist, outputs)
     clocks = {r.clock for r in netlist.registers}
     proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits)
     for m in netlist.memories:
@@ -324,4 +331,4 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
              "tokens_per_cycle": proto.tokens_per_cycle, "generated_tokens_per_cycle":
              len(proto.generated), "vocab_size": proto.vocab_size,
              "parameters": params, "nonzero": nonzero, "depth": sched.depth}
-    return Compiled(model, proto, sched, layout, inits, memory, stats)
+    return Compiled(model, proto, sched, layout, inits, memory, stats, outputs)

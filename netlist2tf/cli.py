@@ -133,6 +133,13 @@ def _compile_inputs(args):
     return result, netlist, target, re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
 
 
+def _kept(args):
+    """The --keep-outputs names as a list (None: every output)."""
+    if not args.keep_outputs:
+        return None
+    return [n.strip() for n in args.keep_outputs.split(",") if n.strip()]
+
+
 def cmd_compile(args) -> int:
     from .assemble import assemble
     from .emit import emit_checkpoint
@@ -140,17 +147,19 @@ def cmd_compile(args) -> int:
     result, netlist, target, name = _compile_inputs(args)
     t0 = time.perf_counter()
     if args.check_fit:
-        fit = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim, target=target, check_only=True)
+        fit = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
+                       target=target, check_only=True, outputs=_kept(args))
         print(f"{args.design} fits {fit['target']}: {fit['layers']} layers, {fit['hidden_channels']} residual "
               f"channels, FFN neurons per layer {fit['neurons_per_layer']}, DeltaNet heads per layer "
               f"{fit['deltanet_heads_per_layer']}")
         return 0
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
-                        target=target)
+                        target=target, outputs=_kept(args))
     out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / name
     emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
                     settings={"design": args.design, "flow": args.flow, "layers": args.layers,
-                              "chunk_bits": args.chunk_bits, "head_dim": args.head_dim})
+                              "chunk_bits": args.chunk_bits, "head_dim": args.head_dim,
+                              "keep_outputs": _kept(args)})
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
@@ -167,7 +176,7 @@ def cmd_report(args) -> int:
 
     _, netlist, target, name = _compile_inputs(args)
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
-                        target=target)
+                        target=target, outputs=_kept(args))
     out = Path(args.out) if args.out else Path(args.build_dir) / "reports" / name
     js, page = write_report(build_report(netlist, compiled), out)
     print(f"{args.design}: layer-assignment report {page} (data: {js})", file=sys.stderr)
@@ -244,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "threshold-circuit macros, the rest as 4-LUTs; macro6: the same with 6-LUTs "
                             "(shallower, more neurons; the CPU needs it); lut: everything as 4-LUTs")
         p.add_argument("--target", help="a Qwen3.5 config.json (or its folder): use its per-layer shapes exactly")
+        p.add_argument("--keep-outputs", metavar="NAMES",
+                       help="comma-separated output ports: emit tokens for these only and drop the logic "
+                            "only the others need (registers and memories stay; default: every output)")
         p.add_argument("--out", help=out_help)
         p.add_argument("--build-dir", default="build")
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")

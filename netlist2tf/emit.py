@@ -3,7 +3,8 @@
 The folder holds ``config.json`` + ``model.safetensors`` + ``generation_config.json`` (written by
 ``save_pretrained``: ``AutoModelForCausalLM.from_pretrained`` needs no custom code), the trace
 vocabulary ``trace_protocol.json``, the netlist it was compiled from (``netlist.json``, so ``verify``
-can simulate it) and ``compile.json`` (settings, initial register values and the figures). Writing is
+can simulate it) and ``compile.json`` (settings, initial register values, the output ports kept when
+the model was compiled with only some of them, and the figures). Writing is
 deterministic: the same design and settings give byte-identical files.
 """
 
@@ -17,6 +18,7 @@ import torch
 
 from .assemble import Compiled
 from .errors import Netlist2TFError
+from .graph import keep_outputs
 from .ir import parse_netlist
 from .protocol import TraceProtocol
 
@@ -39,6 +41,7 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
                 "initial_memory": {name: {str(a): w for a, w in words.items()}
                                    for name, words in compiled.initial_memory.items()},
                 "dtype": str(dtype).split(".")[-1],
+                "outputs": None if compiled.outputs is None else list(compiled.outputs),
                 "settings": settings or {}, "stats": compiled.stats}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
         if folder.exists():
@@ -70,6 +73,8 @@ def load_checkpoint(folder, dtype=None):
         raise Netlist2TFError(f"{folder} was written by another netlist2tf version (format "
                               f"{meta.get('format')!r}, this one reads {FORMAT}); recompile it")
     netlist = parse_netlist((folder / "netlist.json").read_text(), str(folder / "netlist.json"))
+    if meta.get("outputs") is not None:           # compiled with only these outputs
+        netlist = keep_outputs(netlist, meta["outputs"])
     clocks = {r.clock for r in netlist.registers}
     protocol = TraceProtocol.from_netlist(netlist, clocks, meta["chunk_bits"])
     try:

@@ -5,11 +5,12 @@ whose edges run from a net's driver to each of its readers (attribute keys: ``no
 levelises it; the validator finds combinational loops in it; the simulator orders its cells by it.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
 from . import nodes as N
+from .errors import Netlist2TFError
 from .ir import CONST0, CONST1, CONSTX, Netlist
 
 
@@ -106,3 +107,30 @@ def combinational_loops(g: nx.DiGraph) -> list[list[str]]:
         if len(scc) > 1 or any(comb.has_edge(n, n) for n in scc):
             loops.append(sorted(scc))
     return sorted(loops)
+
+
+def keep_outputs(netlist: Netlist, names) -> Netlist:
+    """``netlist`` with only the output ports ``names`` (in the design's order) and without the
+    combinational cells nothing else reads any more.
+
+    State is kept whole: every register and memory stays, with the logic feeding their inputs, so
+    the design's cycle-by-cycle behaviour is unchanged; only the logic that computed the dropped
+    outputs goes. The compiler then emits tokens for the kept outputs alone (a host that can decode
+    the rest from the trace needs fewer tokens per cycle). Removing cells never deepens the logic.
+
+    Raises Netlist2TFError naming an output the design does not have."""
+    names = list(names)
+    have = [p.name for p in netlist.outputs]
+    unknown = [n for n in names if n not in have]
+    if unknown:
+        raise Netlist2TFError(f"{netlist.top} has no output {', '.join(map(repr, unknown))} (its outputs: "
+                              f"{', '.join(have)})")
+    keep = set(names)
+    ports = tuple(p for p in netlist.ports if p.direction == "input" or p.name in keep)
+    trimmed = replace(netlist, ports=ports)
+    g = netlist_graph(trimmed)
+    sinks = [n for n in g if not n.startswith(("cell:", "in:"))]   # outputs, registers, memory ports
+    live = set(sinks)
+    for s in sinks:
+        live |= nx.ancestors(g, s)
+    return replace(trimmed, cells=tuple(c for c in netlist.cells if f"cell:{c.name}" in live))

@@ -17,10 +17,20 @@ from .protocol import TraceProtocol
 @dataclass
 class ModelRun:
     """Per-cycle results of each batch row: ``outputs[row][cycle]`` / ``registers[row][cycle]`` are
-    dicts (registers = values for the next cycle); ``tokens[row]`` the whole sequence."""
+    dicts (registers = values for the next cycle), ``writes[row][cycle]`` the frame's memory writes
+    ({memory: (address or None, word)}); ``tokens[row]`` the whole sequence."""
     outputs: list
     registers: list
     tokens: list
+    writes: list
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One decoded frame of one batch row (what ``until`` sees)."""
+    outputs: dict
+    registers: dict
+    writes: dict
 
 
 def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: list, cycles: int,
@@ -30,7 +40,7 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
     ``initial_memory`` ({memory name: {address: word}}, or a list of those, one per row) is written
     by prompt tokens. ``prefill=True`` feeds each stretch of known tokens (the prompt, each cycle's
     inputs) in one call (the chunked DeltaNet path); ``False`` feeds every token alone (the recurrent
-    path). ``until(cycle, outputs)`` (outputs: that cycle's {port: value} per row) returning True
+    path). ``until(cycle, frames)`` (frames: that cycle's ``Frame`` per row) returning True
     stops after that cycle. Raises TraceError when the generated tokens break the protocol.
     """
     B = len(inputs)
@@ -81,6 +91,7 @@ def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, regis
 
     from tqdm import tqdm
 
+    writes = [[] for _ in range(B)]
     for cycle in tqdm(range(cycles), desc="cycles", unit="cycle", file=sys.stderr,
                       disable=not sys.stderr.isatty() or cycles < 50):
         for row in range(B):
@@ -98,10 +109,13 @@ def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, regis
                 generated[row].append(nxt[row])
                 seqs[row].append(nxt[row])
             logits = feed([[t] for t in nxt])
+        frames = []
         for row in range(B):
             outs, regs = protocol.decode_frame(cycle, generated[row])
+            frames.append(Frame(outs, regs, protocol.decode_writes(generated[row])))
             outputs[row].append(outs)
             registers[row].append(regs)
-        if until is not None and until(cycle, [outputs[row][-1] for row in range(B)]):
+            writes[row].append(frames[-1].writes)
+        if until is not None and until(cycle, frames):
             break
-    return ModelRun(outputs, registers, seqs)
+    return ModelRun(outputs, registers, seqs, writes)

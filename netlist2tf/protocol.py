@@ -314,6 +314,17 @@ class TraceProtocol:
         outputs = {name: sum(net_value[n] << i for i, n in enumerate(nets)) for name, nets in self.output_ports}
         return outputs, self._unpack(values[n_out:n_out + n_reg], self.register_names)
 
+    def decode_writes(self, tokens: list[int]) -> dict:
+        """The memory writes of a frame's generated tokens (already checked by ``decode_frame``):
+        {memory: (address, word)}, address None where the port's group is disabled."""
+        values = {(f.kind, f.chunk): f.value for f in map(self.field, tokens)}
+        writes = {}
+        for p in self.ports:
+            ma = self._unpack([values[(MA, j)] for j in p.ma], [("en", 1), ("addr", p.addr_width)])
+            md = self._unpack([values[(MD, j)] for j in p.md], [("data", p.data_width)])
+            writes[p.memory] = (ma["addr"] if ma["en"] else None, md["data"])
+        return writes
+
     def _unpack(self, chunk_values, names) -> dict:
         bits = [(v >> i) & 1 for v in chunk_values for i in range(self.chunk_bits)]
         out, pos = {}, 0

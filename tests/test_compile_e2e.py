@@ -278,3 +278,36 @@ def test_two_memories_written_in_one_cycle(tmp_path, build_dir):
     images = [meta["initial_memory"], {"big": {3: 0x123, 200: 0xABC}}]
     div, checked = verify_teacher_forced(model, protocol, netlist, inits, 150, 2, 5, images)
     assert div is None, str(div)
+
+
+def test_keep_outputs(tmp_path, capsys, build_dir):
+    """``compile --keep-outputs``: tokens for the kept outputs only and less logic; the kept outputs
+    are unchanged (the full netlist's simulator is the oracle, on the same random inputs) and the
+    checkpoint verifies against the pruned netlist (what load_checkpoint returns)."""
+    import numpy as np
+
+    from netlist2tf.sim import RandomStimulus, Simulator
+
+    design, kept = "hdl.examples.fifo:FIFO", ["r_data"]
+    out = tmp_path / "fifo"
+    assert cli.main(["compile", design, "--layers", "7", "--keep-outputs", ",".join(kept), "--out", str(out),
+                     "--build-dir", str(build_dir)]) == 0
+    capsys.readouterr()
+    _, protocol, netlist, _, meta = load_checkpoint(out)
+    full = parse_netlist(synthesize(design, "macro", build_dir).json_text)
+    assert [p.name for p in netlist.outputs] == kept and meta["outputs"] == kept
+    assert len(netlist.cells) < len(full.cells) and len(netlist.registers) == len(full.registers)
+    clocks = {r.clock for r in full.registers}
+    assert len(protocol.outputs) < len(TraceProtocol.from_netlist(full, clocks).outputs)
+    a, b, stim = Simulator(full, batch=4), Simulator(netlist, batch=4), RandomStimulus(3)
+    for k in range(300):
+        values = stim.values(k, a)
+        oa, ob = a.step(values), b.step(values)
+        for name in kept:
+            assert np.array_equal(np.asarray(oa[name]), np.asarray(ob[name])), (k, name)
+    assert cli.main(["verify", str(out), "--cycles", "40", "--batch", "2"]) == 0
+    assert cli.main(["compile", design, "--keep-outputs", "r_data,nope", "--out", str(tmp_path / "bad"),
+                     "--build-dir", str(build_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "has no output 'nope'" in err and "r_rdy" in err
+    assert not (tmp_path / "bad").exists()

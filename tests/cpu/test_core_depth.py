@@ -1,18 +1,16 @@
 """The core fits the compiled model's 11 layers: depth <= 10 with the macro6 flow, a consistent
-schedule, the memory reads where docs/CPU-MODEL.md says. Cheap (no model is built): the guard for
+schedule, the memory reads where docs/CPU-MODEL.md says (the netlist the model is compiled from:
+the outputs of ``MODEL_OUTPUTS`` only). Cheap (no model is built): the guard for
 HDL edits; tests/cpu/test_model_engine.py runs the model itself."""
 
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
 from netlist2tf.schedule import schedule, verify
 from netlist2tf.target import FULL, LINEAR, Target
 
-from cpu.model_engine import FLOW, LAYERS, MODEL_RAM_SIZE
-from cpu.netlist_engine import core_design
+from cpu.model_engine import LAYERS, MODEL_RAM_SIZE, compiled_netlist
 
 
 def test_core_fits_eleven_layers(build_dir):
-    nl = parse_netlist(synthesize(core_design(MODEL_RAM_SIZE), FLOW, build_dir).json_text)
+    nl = compiled_netlist(MODEL_RAM_SIZE, build_dir)   # the core with the outputs the model emits
     target = Target(1 << 30, 1 << 30, (LINEAR,) * (LAYERS - 1) + (FULL,), 1, 1, 256, 32, 1, 1, 16)
     s = schedule(nl, target)                    # raises with the critical path if too deep
     assert s.depth <= LAYERS - 1

@@ -2,7 +2,8 @@
 
 Oracles: unicorn (console, halt, every retirement record) and, for teacher forcing, the netlist
 simulator's whole token trace (every generated token; the netlist simulator itself is checked
-against unicorn record by record in test_engines_agree.py and here again per program).
+against unicorn record by record in test_engines_agree.py and here again per program, and the
+trace decoded by the host against unicorn's records).
 
 The checkpoint (~500 M parameters) is built once into build/cpu-model/ (cached by the hash of its
 inputs) and every model test runs in one xdist group. CI runs a representative subset: the hazard
@@ -18,44 +19,15 @@ import numpy as np
 import pytest
 import torch
 
-from cpu import asm
-from cpu.asm import A0, A7, add, addi, jal, jalr, lbu, lui, lw, sb, sw
-
-EBREAK = asm.ebreak()
 from cpu.fuzz import random_program
-from cpu.machine import Image
-from cpu.model_engine import MODEL_RAM_SIZE, load_model, run_model_batch
+from cpu.isa_tests import hazard_programs
+from cpu.model_engine import MODEL_RAM_SIZE, TraceDecoder, decode_trace, load_model, run_model_batch
 from cpu.netlist_engine import run_netlist_batch
 from cpu.unicorn_ref import run_unicorn
 
 pytestmark = pytest.mark.xdist_group("cpu-model")
 RAM = MODEL_RAM_SIZE
 BUILD = Path(__file__).resolve().parents[2] / "build"
-
-
-def _exit():
-    return asm.li(A7, 93) + [asm.ecall()]
-
-
-def hazard_programs() -> dict:
-    """Hazards on purpose: each reads state in the same cycle as it changes it."""
-    progs = {}
-    # jalr x1, 0(x1): the target comes from the OLD x1, the link value is the new one
-    w = [asm.auipc(1, 0), addi(1, 1, 16), jalr(1, 1, 0), EBREAK, add(A0, 1, 0)] + _exit()
-    progs["jalr_x1_x1"] = w
-    # store then load the same word, sub-word stores merged into the word the load reads
-    w = asm.li(5, 0x300) + asm.li(6, 0x12345678) + [sw(6, 5, 0), lw(7, 5, 0), sb(7, 5, 1), lw(8, 5, 0),
-                                                    lbu(9, 5, 1), add(A0, 8, 9)] + _exit()
-    progs["store_then_load"] = w
-    # writes to x0 are dropped: results read back as 0
-    w = [addi(0, 0, 5), lui(0, 0x12345), jal(0, 8), EBREAK, add(A0, 0, 0), addi(A0, A0, 3)] + _exit()
-    progs["writes_to_x0"] = w
-    # a store into the word after the current instruction: the new word is what runs next
-    new = addi(A0, 0, 77)
-    w = asm.li(6, new)
-    w += [asm.auipc(5, 0), sw(6, 5, 8), EBREAK] + _exit()      # the sw patches the ebreak after it
-    progs["store_into_next_word"] = w
-    return {k: Image.from_words(v) for k, v in progs.items()}
 
 
 @pytest.fixture(scope="module")
@@ -97,13 +69,13 @@ def test_sample_program_hi(model):
     (res,) = run_model_batch([img], RAM, build_dir=BUILD)
     assert res.console == prog.expected_output and res.halt.exit_code == prog.expected_exit
     _same([res], [ref])
-    assert res.tokens == 66 * res.cycles
+    assert res.tokens == 36 * res.cycles
 
 
 def _teacher_forced(model, images, dtype=torch.float32):
     """Every generated token of the netlist simulator's trace is the model's greedy choice."""
     from netlist2tf.sim import TableStimulus
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.verify import expected_tokens, verify_teacher_forced
 
     m, protocol, netlist, inits, meta, _ = model
     net = run_netlist_batch(images, RAM)
@@ -116,6 +88,12 @@ def _teacher_forced(model, images, dtype=torch.float32):
                                          [{"ram": img.words()} for img in images], stimulus=stim)
     m.to(torch.float32)
     assert div is None, str(div)
+    # the trace the model was just shown to generate, decoded by the host, equals unicorn's run
+    mems = [{"ram": img.words()} for img in images]
+    rows, _, frames = expected_tokens(protocol, netlist, inits, cycles, len(images), 0, mems, stimulus=stim)
+    for row, (mem, ref) in enumerate(zip(mems, refs)):
+        d = decode_trace(protocol, TraceDecoder(netlist, inits, mem), rows[row], frames)
+        assert (d.records, d.console, d.halt) == (ref.records, ref.console, ref.halt)
     return checked
 
 

@@ -1,0 +1,117 @@
+"""The host side of the compiled CPU: ``cpu.model_engine.TraceDecoder`` rebuilds every retirement
+record from the tokens the model emits (6 output chunks a cycle, the pc register's tokens and the
+write-port tokens), without a model.
+
+The trace decoded here is the netlist simulator's run of the compiled netlist (the core with only
+``MODEL_OUTPUTS`` kept), turned into tokens by ``netlist2tf.verify.expected_tokens``: exactly what a
+correct model generates (tests/cpu/test_model_engine.py proves the model generates it). Oracle:
+unicorn's console, halt and records; the full-port netlist engine is compared with unicorn too, so a
+difference is the decoder's (or the pruning's), not the core's.
+"""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from netlist2tf.errors import Netlist2TFError
+from netlist2tf.graph import keep_outputs
+from netlist2tf.protocol import TraceProtocol
+from netlist2tf.sim import TableStimulus
+from netlist2tf.verify import expected_tokens
+
+from cpu.fuzz import random_program
+from cpu.isa_tests import ISA_TESTS, TRAP_TESTS, hazard_programs, ram_needed
+from cpu.model_engine import MODEL_OUTPUTS, MODEL_RAM_SIZE, TraceDecoder, compiled_netlist, decode_trace
+from cpu.netlist_engine import run_netlist_batch
+from cpu.unicorn_ref import run_unicorn
+
+RAM = MODEL_RAM_SIZE
+
+
+@pytest.fixture(scope="module")
+def compiled(build_dir):
+    nl = compiled_netlist(RAM, build_dir)
+    proto = TraceProtocol.from_netlist(nl, {r.clock for r in nl.registers})
+    inits = {f"reg:{r.name}": r.init for r in nl.registers}
+    return nl, proto, inits
+
+
+def decoded_runs(compiled, images, max_steps=1_000_000):
+    """Decode the compiled netlist's token trace of each image (one batch)."""
+    nl, proto, inits = compiled
+    full = run_netlist_batch(images, RAM, max_steps=max_steps)
+    cycles = max(r.cycles for r in full) + 1
+    stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
+    mems = [{"ram": img.words()} for img in images]
+    rows, _, frames = expected_tokens(proto, nl, inits, cycles, len(images), 0, mems, stimulus=stim)
+    return full, [decode_trace(proto, TraceDecoder(nl, inits, mem, max_steps), rows[i], frames)
+                  for i, mem in enumerate(mems)]
+
+
+def check(compiled, images, max_steps=1_000_000):
+    full, decoded = decoded_runs(compiled, images, max_steps)
+    for img, f, d in zip(images, full, decoded):
+        ref = run_unicorn(img, ram_size=RAM, max_steps=max_steps)
+        assert (f.console, f.halt, f.records) == (ref.console, ref.halt, ref.records)
+        assert d.console == ref.console
+        assert d.halt == ref.halt
+        assert len(d.records) == len(ref.records)
+        for k, (got, want) in enumerate(zip(d.records, ref.records)):
+            assert got == want, f"record {k}"
+        assert d.instructions == ref.instructions
+    return decoded
+
+
+def test_model_emits_six_chunks_a_cycle(compiled):
+    nl, proto, _ = compiled
+    assert [p.name for p in nl.outputs] == list(MODEL_OUTPUTS)
+    assert len(proto.outputs) == 6 and len(proto.generated) == 36
+
+
+def test_hazards(compiled):
+    decoded = check(compiled, list(hazard_programs().values()))
+    assert [d.halt.exit_code for d in decoded] == [12, 0x12347878 + 0x78, 3, 77]   # hand-checked
+
+
+@pytest.mark.parametrize("name", sorted(ISA_TESTS))
+def test_isa_programs(compiled, name):
+    """Every instruction's self-checking program (loads and stores of each width, console, M)."""
+    img = ISA_TESTS[name]()
+    if ram_needed(img) > RAM:
+        pytest.skip(f"{name} needs {ram_needed(img)} bytes of RAM, the model has {RAM}")
+    (d,) = check(compiled, [img])
+    assert d.halt.exit_code == 0 or name == "ebreak"
+
+
+def test_traps(compiled):
+    """Each trap's halt (cause, pc) and the records before it."""
+    cases = [TRAP_TESTS[n]() for n in sorted(TRAP_TESTS)]
+    check(compiled, [c.image for c in cases])
+
+
+def test_fuzzed(compiled):
+    """Full-size fuzzed programs (all registers, loads/stores over the data area, M, traps)."""
+    check(compiled, [random_program(seed, 40, RAM) for seed in range(24)])
+
+
+def test_step_limit(compiled):
+    (d,) = check(compiled, [random_program(7, 40, RAM)], max_steps=5)
+    assert len(d.records) == 5
+
+
+def test_console_program(compiled):
+    from cpu.elf import load_elf
+    from cpu.programs import PROGRAMS_BY_NAME
+    from cpu.toolchain import compile_c
+
+    prog = PROGRAMS_BY_NAME["hello"]
+    (d,) = check(compiled, [load_elf(compile_c(prog.path, ram_size=RAM), ram_size=RAM)])
+    assert d.console == prog.expected_output
+
+
+def test_decoder_needs_the_pc_register(compiled):
+    nl, _, inits = compiled
+    bare = keep_outputs(nl, [])
+    with pytest.raises(Netlist2TFError, match="rvfi_pc"):
+        TraceDecoder(replace(bare, signals=()), inits, {})
