@@ -20,7 +20,7 @@
 Since every jump goes forward, a program retires at most ``len(words)`` instructions.
 
 ``compact=True`` makes programs for slow engines (the compiled model spends a frame of tokens per
-cycle): the prologue seeds only the hot registers, the data area is 64 bytes, M instructions (34
+cycle): the prologue seeds only the hot registers, the data area is 64 bytes, M instructions (18
 cycles each on the core) are rarer, and the epilogue xors only the hot registers into a0.
 """
 

@@ -29,6 +29,8 @@ from pathlib import Path
 from netlist2tf.errors import Netlist2TFError
 from netlist2tf.ir import CONST0, CONST1
 
+from hdl.rv32.core import M_CYCLES   # a multiplication or division occupies the core this many cycles
+
 from .machine import Halt, Retire, RunResult
 from .netlist_engine import check_image, core_design, halt_from_port
 
@@ -37,7 +39,6 @@ LAYERS = 11
 KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RAM words
 FLOW = "macro6"
 CHUNK_BITS = 8
-M_CYCLES = 34                    # a multiplication or division occupies the core this many cycles
 # the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
 MODEL_OUTPUTS = ("rvfi_valid", "rvfi_mem_addr", "rvfi_mem_rmask", "rvfi_mem_wmask", "console_valid",
                  "halt", "halt_kind", "halt_cause")

@@ -15,6 +15,8 @@ from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
 from netlist2tf.sim import Simulator
 
+from hdl.rv32.core import M_CYCLES
+
 from .machine import DEFAULT_RAM_SIZE, Halt, Image, Retire, RunResult
 
 _HALT_KINDS = {0: Halt.EXIT, 1: Halt.EBREAK, 2: Halt.TRAP}
@@ -81,8 +83,8 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
     live = np.ones(B, dtype=bool)
     fields = [(f, idx["rvfi_" + f]) for f in RETIRE_FIELDS]
     t0 = time.perf_counter()
-    # An M instruction takes 34 cycles; bound the cycles so a wedged core cannot hang the run.
-    for _ in range(34 * (max_steps + 1) + 1):
+    # An M instruction takes M_CYCLES cycles; bound the cycles so a wedged core cannot hang the run.
+    for _ in range(M_CYCLES * (max_steps + 1) + 1):
         out = sim.step_values()
         valid = out[idx["rvfi_valid"]].astype(bool) & live
         cycles += live
@@ -134,7 +136,7 @@ def _run_single(sim, idx, max_steps, trace) -> RunResult:
     step = sim.step_values
     t0 = time.perf_counter()
     i_pc = idx["rvfi_pc"]
-    while cycles < 34 * (max_steps + 1) + 1:
+    while cycles < M_CYCLES * (max_steps + 1) + 1:
         out = step()
         cycles += 1
         if out[i_valid]:

@@ -1,5 +1,5 @@
 """The RV32IM+Zba core (see ``core.py`` and the machine interface in ``cpu/machine.py``)."""
 
-from .core import Core
+from .core import M_CYCLES, Core
 
-__all__ = ["Core"]
+__all__ = ["Core", "M_CYCLES"]

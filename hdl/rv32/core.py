@@ -1,8 +1,8 @@
 """An RV32IM + Zba core designed to be compiled into a transformer.
 
 One instruction per clock cycle, except the M extension: multiplication and division/remainder take
-34 cycles each (one to start, 32 one-bit steps -- shift-add for products, restoring division for
-quotients -- and one that applies the signs and retires from registers). The register file and the
+``M_CYCLES`` = 18 cycles each (one to start, 16 two-bit steps -- shift-add for products, restoring
+division for quotients -- and one that applies the signs and retires from registers). The register file and the
 RAM are Amaranth ``Memory`` objects with asynchronous (combinational) read ports, so they stay
 memories in the netlist (DeltaNet heads in the compiled model) and every read sees the state at the
 start of the cycle. Reset is synchronous.
@@ -38,6 +38,11 @@ HALT_EXIT, HALT_EBREAK, HALT_TRAP = 0, 1, 2
 OP_LUI, OP_AUIPC, OP_JAL, OP_JALR = 0b0110111, 0b0010111, 0b1101111, 0b1100111
 OP_BRANCH, OP_LOAD, OP_STORE = 0b1100011, 0b0000011, 0b0100011
 OP_IMM, OP_OP, OP_MISC_MEM, OP_SYSTEM = 0b0010011, 0b0110011, 0b0001111, 0b1110011
+
+
+M_BITS = 2                       # multiplier / quotient bits per M step (the step's depth: 4 levels a bit)
+M_STEPS = 32 // M_BITS
+M_CYCLES = M_STEPS + 2           # start, the steps, finish
 
 
 class Core(wiring.Component):
@@ -133,20 +138,21 @@ class Core(wiring.Component):
         base_op_ok = (funct7 == 0) | ((funct7 == 0b0100000) & ((funct3 == 0) | (funct3 == 5)))
         imm_ok = ((funct3 != 1) & (funct3 != 5)) | (funct7 == 0) | ((funct3 == 5) & (funct7 == 0b0100000))
 
-        # ---- M extension (iterative: shared state, 34 cycles) -------------------------------------
-        # Start: busy <- 1, count <- 0, hi/lo <- the operands' starting values. Steps count 0..31:
-        # one bit each. Finish (count == 32): the result comes from the registers and retires.
+        # ---- M extension (iterative: shared state, M_CYCLES cycles) --------------------------------
+        # Start: busy <- 1, count <- 0, hi/lo <- the operands' starting values. Steps count
+        # 0..M_STEPS-1: M_BITS bits each. Finish (count == M_STEPS): the result comes from the
+        # registers and retires.
         is_m = is_op & (funct7 == 0b0000001)
         is_mul = is_m & ~funct3[2] & (1 if self.mul else 0)
         is_div = is_m & funct3[2] & (1 if self.div else 0)
         m_busy = Signal()
-        m_count = Signal(6)
+        m_count = Signal(range(M_STEPS + 1))
         m_hi = Signal(32)
         m_lo = Signal(32)
         m_op = Signal(32)        # the magnitude held for the steps: multiplicand / divisor
         m_done = Signal()
         m_res = Signal(32)
-        m.d.comb += m_done.eq(m_busy & (m_count == 32))
+        m.d.comb += m_done.eq(m_busy & (m_count == M_STEPS))
         # Signedness from funct3 alone (only used for M instructions): MULH both, MULHSU a only,
         # MUL/MULHU neither (MUL's low word is the same); DIV/REM both, DIVU/REMU neither.
         a_signed = Mux(funct3[2], ~funct3[0], (funct3[0:2] == 1) | (funct3[0:2] == 2))
@@ -154,14 +160,20 @@ class Core(wiring.Component):
         a_neg, b_neg = a_signed & a[31], b_signed & b[31]
         a_mag = Mux(a_neg, -a, a)[:32]
         b_mag = Mux(b_neg, -b, b)[:32]
-        # start values (hi, lo, op) and one step, for division and for multiplication
+        # start values (hi, lo, op) and one step of M_BITS bits, for division and for multiplication
         div_start = (Const(0, 32), a_mag, b_mag)
         mul_start = (Const(0, 32), b_mag, a_mag)
-        shifted = Cat(m_lo[31], m_hi)                     # 33 bits: rem << 1 | next dividend bit
-        fits = shifted >= m_op                            # restoring division step
-        div_step = (Mux(fits, shifted - m_op, shifted)[:32], Cat(fits, m_lo[0:31]))
-        total = (m_hi + Mux(m_lo[0], m_op, 0))[:33]       # shift-add step: {hi, lo} >> 1
-        mul_step = (total[1:33], Cat(m_lo[1:32], total[0]))
+        rem, quo = m_hi, m_lo
+        for _ in range(M_BITS):                               # restoring division, a bit at a time
+            shifted = Cat(quo[31], rem)                       # 33 bits: rem << 1 | next dividend bit
+            fits = shifted >= m_op
+            rem, quo = Mux(fits, shifted - m_op, shifted)[:32], Cat(fits, quo[0:31])
+        div_step = (rem, quo)
+        hi, lo = m_hi, m_lo
+        for _ in range(M_BITS):                               # shift-add: {hi, lo} >> 1 per bit
+            total = (hi + Mux(lo[0], m_op, 0))[:33]
+            hi, lo = total[1:33], Cat(lo[1:32], total[0])
+        mul_step = (hi, lo)
         prod = Cat(m_lo, m_hi)
         prod_s = Mux(a_neg ^ b_neg, -prod, prod)[:64]
         quot = Mux(a_neg ^ b_neg, -m_lo, m_lo)[:32]

@@ -38,7 +38,7 @@ def test_core_netlist_matches_amaranth_every_cycle(program, build_dir):
     netlist = core_netlist(ram_size=RAM, build_dir=build_dir)
     sim = Simulator(netlist)
     sim.load_memory("ram", Image.from_words(words).words())
-    cycles = 3000 if program == "loop" else 20    # M instructions take 34 cycles
+    cycles = 3000 if program == "loop" else 20    # M instructions take M_CYCLES (18) cycles
     trace = sim.run(cycles)
     outputs = [p.name for p in netlist.outputs]
     ref = run_amaranth(core_design(RAM), {"rst": np.zeros(cycles, dtype=np.uint64)}, cycles, outputs,
@@ -68,7 +68,7 @@ def test_compiled_c_program_matches_amaranth(build_dir):
     netlist = core_netlist(build_dir=build_dir)
     sim = Simulator(netlist)
     sim.load_memory("ram", words)
-    cycles = 9000          # hello retires 4,318 instructions in 8,643 cycles (M: 34 cycles each)
+    cycles = 9000          # hello retires 4,318 instructions in 6,547 cycles (M: 18 cycles each)
     trace = sim.run(cycles)
     outputs = [p.name for p in netlist.outputs]
     init = [words.get(i, 0) for i in range(max(words) + 1)]
