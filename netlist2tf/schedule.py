@@ -14,6 +14,13 @@ and every register input must have level <= layers - 1. Each output bit of a cel
 through its truth table (``logic.cell_bit_functions``): the cheaper of one neuron per true minterm and
 one constant neuron plus one per false minterm.
 
+When the design is too deep, a second pass *collapses* LUT chains: a plain cell's output bit whose
+deepest inputs come from other plain cells takes those cells' functions into its own truth table
+(``compose``) while the result depends on at most ``max_inputs`` bits and costs at most
+``COLLAPSE_MAX_NEURONS`` neurons, so it moves up a level. Yosys's LUT mapper (abc) sees a macro's
+outputs as primary inputs with arrival time 0 and may put a late signal at the bottom of a LUT tree;
+the collapse repairs that with the real levels. Cells nothing reads any more are dropped.
+
 The result, a ``Schedule``, is data with a one-line-per-slot ``dump()`` and a separate ``verify``.
 """
 
@@ -33,6 +40,34 @@ from .validate import check_netlist
 
 class ScheduleError(Netlist2TFError):
     """The design does not fit the target; the message names the critical path and the numbers."""
+
+
+COLLAPSE_MAX_NEURONS = 64       # a collapsed bit function may cost at most this many FFN neurons
+
+
+def compose(f: BitFunction, net: int, g: BitFunction, max_inputs: int) -> BitFunction | None:
+    """``f`` with its input ``net`` replaced by ``g`` (the function computing ``net``), over the
+    bits it then really depends on; None if that is more than ``max_inputs`` bits."""
+    support = [n for n in f.support if n != net] + [n for n in g.support if n not in f.support]
+    if len(support) > 16:
+        return None
+    pos = {n: i for i, n in enumerate(support)}
+    table = 0
+    for p in range(1 << len(support)):
+        gp = sum(((p >> pos[n]) & 1) << i for i, n in enumerate(g.support))
+        gv = (g.table >> gp) & 1
+        fp = sum((gv if n == net else (p >> pos[n]) & 1) << i for i, n in enumerate(f.support))
+        table |= ((f.table >> fp) & 1) << p
+    k = len(support)
+    keep = [i for i in range(k) if any(((table >> p) & 1) != ((table >> (p ^ (1 << i))) & 1)
+                                       for p in range(1 << k))]
+    if len(keep) > max_inputs:
+        return None
+    reduced = 0
+    for q in range(1 << len(keep)):
+        p = sum(((q >> j) & 1) << i for j, i in enumerate(keep))
+        reduced |= ((table >> p) & 1) << q
+    return BitFunction(f.out, tuple(support[i] for i in keep), reduced)
 
 
 def neuron_cost(f) -> int:
@@ -114,6 +149,35 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
     check_netlist(netlist)
     g = netlist_graph(netlist)
     drivers = find_drivers(netlist)
+    sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=False)
+    if sched.depth > target.num_layers - 1:
+        sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=True)
+    if problems:
+        raise ScheduleError(f"{netlist.top} does not fit the target {target.name}:\n  - "
+                            + "\n  - ".join(problems))
+    return sched
+
+
+def _collapse(f: BitFunction, net_level, producer: dict, max_inputs: int) -> BitFunction:
+    """Compose ``f`` with the plain-cell functions of its deepest inputs while that lowers its level
+    and the result stays within ``max_inputs`` bits and ``COLLAPSE_MAX_NEURONS`` neurons."""
+    while True:
+        lvl = max((net_level(n) for n in f.support), default=0)
+        deep = [n for n in f.support if net_level(n) == lvl]
+        if lvl == 0 or not all(n in producer for n in deep):
+            return f
+        cand = f
+        for n in deep:
+            cand = compose(cand, n, producer[n], max_inputs)
+            if cand is None:
+                return f
+        if neuron_cost(cand) > COLLAPSE_MAX_NEURONS:
+            return f
+        f = cand
+
+
+def _levelise(netlist, target, max_inputs, g, drivers, collapse: bool):
+    """(Schedule, the problems that keep it from fitting ``target``)."""
     L = target.num_layers
     level: dict[int, int] = {}
     why: dict[int, tuple] = {}        # net -> (node id, predecessor net or None)
@@ -140,6 +204,7 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
     mixer_nets = set(level)
     cell_layer, read_layer, functions, unit_cell, net_names = {}, {}, {}, {}, {}
     used = _read_nets(netlist)
+    producer: dict[int, BitFunction] = {}      # net -> the plain-cell bit function computing it
     next_net = len(netlist.nets)
     comb = g.subgraph(n for n, d in g.nodes(data=True) if d.get(N.COMBINATIONAL))
     for node in nx.lexicographical_topological_sort(comb):
@@ -163,6 +228,9 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
             cell = data[N.OBJ]
             unit_cell[cell.name] = cell.name
             fns = cell_bit_functions(cell, max_inputs)
+            if collapse:
+                fns = [_collapse(f, net_level, producer, max_inputs) for f in fns]
+                producer.update((f.out, f) for f in fns)
             functions[cell.name] = fns
             layer = 0
             for f in fns:
@@ -191,6 +259,8 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
                 mixer_nets.add(n)
 
     required = _required_nets(netlist)
+    if collapse:
+        _drop_unread(netlist, cell_layer, functions, unit_cell, read_layer, required)
     depth = max((net_level(n) for n, _ in required), default=0)
     # Critical path: follow the deepest predecessor from the deepest required net.
     path = []
@@ -225,11 +295,8 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
         if count > target.intermediate_size:
             problems.append(f"layer {layer} needs {count} FFN neurons, the target has "
                             f"{target.intermediate_size} (intermediate_size)")
-    if problems:
-        raise ScheduleError(f"{netlist.top} does not fit the target {target.name}:\n  - "
-                            + "\n  - ".join(problems))
     return Schedule(target, level, cell_layer, read_layer, functions, tuple(neurons), path, depth,
-                    unit_cell, net_names)
+                    unit_cell, net_names), problems
 
 
 def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required):
@@ -274,6 +341,26 @@ def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, re
                 level[f.out] = best + 1
 
 
+def _drop_unread(netlist, cell_layer, functions, unit_cell, read_layer, required):
+    """Remove the plain cells whose outputs nothing reads any more (after collapsing), latest first
+    so that their own inputs' cells may follow."""
+    mems = {m.name: m for m in netlist.memories}
+    readers: dict[int, int] = {}
+    for unit in cell_layer:
+        for f in functions[unit]:
+            for n in f.support:
+                readers[n] = readers.get(n, 0) + 1
+    pinned = {n for n, _ in required}
+    pinned |= {n for (mem, port) in read_layer for n in mems[mem].read_ports[port].addr}
+    for unit in sorted((u for u in cell_layer if unit_cell[u] == u), key=lambda u: (-cell_layer[u], u)):
+        if any(readers.get(f.out, 0) or f.out in pinned for f in functions[unit]):
+            continue
+        for f in functions[unit]:
+            for n in f.support:
+                readers[n] -= 1
+        del cell_layer[unit], functions[unit], unit_cell[unit]
+
+
 def _read_nets(netlist: Netlist) -> set:
     """Every net something reads: cell inputs, register and memory ports, design outputs."""
     used = {n for c in netlist.cells for _, sig in c.inputs for n in sig}
@@ -293,9 +380,14 @@ def verify(netlist: Netlist, sched: Schedule) -> list[str]:
     bad = []
     L = sched.target.num_layers
     placed = set(sched.unit_cell.values())
-    used = _read_nets(netlist)
+    # what the schedule reads: units' inputs, memory read addresses, the required nets (a cell
+    # collapsed into all of its readers is no longer needed)
+    mems = {m.name: m for m in netlist.memories}
+    needed = {n for fns in sched.functions.values() for f in fns for n in f.support}
+    needed |= {n for (mem, port) in sched.read_layer for n in mems[mem].read_ports[port].addr}
+    needed |= {n for n, _ in _required_nets(netlist)}
     for c in netlist.cells:
-        if c.name not in placed and any(n in used for _, sig in c.outputs for n in sig):
+        if c.name not in placed and any(n in needed for _, sig in c.outputs for n in sig):
             bad.append(f"cell {c.name} is not scheduled")
     produced = {}
     for unit, layer in sched.cell_layer.items():
@@ -310,9 +402,8 @@ def verify(netlist: Netlist, sched: Schedule) -> list[str]:
     for c in netlist.cells:
         if c.name in placed:
             for n in (n for _, sig in c.outputs for n in sig):
-                if n in used and n not in produced:
+                if n in needed and n not in produced:
                     bad.append(f"cell {c.name}: output {netlist.nets[n]} is read but computed nowhere")
-    mems = {m.name: m for m in netlist.memories}
     mixer_made = {n for m in netlist.memories for rp in m.read_ports for n in rp.data}
     mixer_made |= {n for r in netlist.registers for n in r.q} | {n for p in netlist.inputs for n in p.bits}
     for (mem, port), layer in sched.read_layer.items():

@@ -51,14 +51,64 @@ def test_gate_chain_levels(tmp_path, build_dir):
     assert any("reads net" in v for v in verify(nl, broken))
 
 
-def test_too_deep_names_the_path(tmp_path, build_dir):
+PARITY = """
+module top(input [11:0] a, output y);
+  assign y = ^a;
+endmodule
+"""
+
+
+def test_collapse_lut_chain(tmp_path, build_dir):
+    """Too deep for 2 layers as mapped (3 gate levels), the chain collapses into one 4-input
+    function of y computed in layer 0; the gates only y read are dropped."""
     nl = _netlist(tmp_path, CHAIN, "gate", build_dir)
+    s = schedule(nl, Target.standalone(layers=2))
+    assert s.depth == 1 and verify(nl, s) == []
+    (fy,) = [f for fs in s.functions.values() for f in fs if str(nl.nets[f.out]) == "y"]
+    names = [str(nl.nets[n]) for n in fy.support]
+    assert sorted(names) == ["a", "b", "c", "d"]
+    for p in range(16):
+        v = {name: (p >> i) & 1 for i, name in enumerate(names)}
+        assert (fy.table >> p) & 1 == ((v["a"] & v["b"]) ^ v["c"]) | v["d"]      # by hand
+    # y's function and the register's XOR: the NAND and XNOR of the chain are gone
+    assert len(s.cell_layer) == 2
+
+
+def test_compose_matches_direct_evaluation():
+    import random
+
+    from netlist2tf.logic import BitFunction
+    from netlist2tf.schedule import compose
+
+    rng = random.Random(5)
+    for _ in range(200):
+        fs = rng.sample(range(10, 20), rng.randint(1, 4))
+        net = rng.choice(fs)
+        gs = rng.sample([n for n in range(15, 25) if n != net], rng.randint(1, 4))   # no loop
+        f = BitFunction(1, tuple(fs), rng.getrandbits(1 << len(fs)))
+        g = BitFunction(net, tuple(gs), rng.getrandbits(1 << len(gs)))
+        h = compose(f, net, g, 8)
+        nets = sorted(set(fs) | set(gs))
+        for p in range(1 << len(nets)):
+            val = {n: (p >> i) & 1 for i, n in enumerate(nets)}
+            val[net] = (g.table >> sum(val[n] << i for i, n in enumerate(gs))) & 1
+            want = (f.table >> sum(val[n] << i for i, n in enumerate(fs))) & 1
+            got = (h.table >> sum(val[n] << i for i, n in enumerate(h.support))) & 1
+            assert got == want
+        assert net not in h.support
+
+
+def test_too_deep_names_the_path(tmp_path, build_dir):
+    """A 12-input parity: 4 gate levels, 2 after collapsing (an 8-input XOR would cost 128
+    neurons, over the collapse's cap), still too deep for 2 layers."""
+    nl = _netlist(tmp_path, PARITY, "gate", build_dir)
     with pytest.raises(ScheduleError) as info:
-        schedule(nl, Target.standalone(layers=3))
+        schedule(nl, Target.standalone(layers=2))
     msg = str(info.value)
-    assert "the logic is 3 levels deep but 3 layers allow 2" in msg
-    assert re.search(r"level 0: in:[abc]", msg) and "level 3: output y" in msg
-    assert "use --layers 4" in msg
+    assert "the logic is 2 levels deep but 2 layers allow 1" in msg
+    assert re.search(r"level 0: in:a -> a\[\d+\]", msg) and re.search(r"level 2: output", msg)
+    assert "use --layers 3" in msg
+    assert schedule(nl, Target.standalone(layers=3)).depth == 2
 
 
 def test_too_wide(build_dir):
