@@ -51,6 +51,20 @@ class Compiled:
     outputs: tuple | None = None    # the output ports kept (``assemble(outputs=...)``); None: all
 
 
+def reachable_banks(mem, port: int, slots: int) -> list[int]:
+    """The banks of ``slots`` words that read port ``port`` of ``mem`` can address: an address bit
+    tied to a constant rules out the words that differ in it (a register file kept after the RAM in
+    one memory is read through a bank or two, not through all of them)."""
+    fixed = {i: int(n == CONST1) for i, n in enumerate(mem.read_ports[port].addr) if n in (CONST0, CONST1, CONSTX)}
+    width = len(mem.read_ports[port].addr)
+    banks = []
+    for bank in range(-(-mem.size // slots)):
+        lo, hi = bank * slots, min(mem.size, (bank + 1) * slots)
+        if any(a < (1 << width) and all(((a >> i) & 1) == v for i, v in fixed.items()) for a in range(lo, hi)):
+            banks.append(bank)
+    return banks
+
+
 def memory_capacity_slots(d_k: int) -> int:
     """Words one DeltaNet head holds with key head dim ``d_k`` (d_k = 128 gives one up to the exact
     query scale: see gadgets/deltanet_memory.py)."""
@@ -121,7 +135,7 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
         if -(-m.width // piece) > group:
             raise Netlist2TFError(f"memory {mem}: {m.width}-bit words need {-(-m.width // piece)} value "
                                   f"heads of {piece} bits per key head, the target groups {group}")
-        key_heads[min(layer, layers - 1)] += -(-m.size // slots)
+        key_heads[min(layer, layers - 1)] += len(reachable_banks(m, port, slots))
     nk = max(1, max(key_heads))
     mem_proto = {p.memory: p for p in proto.ports}
     d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
@@ -260,7 +274,7 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
             ma = field_pairs(MA, wp.ma)                   # [en, addr bits...]
             md = field_pairs(MD, wp.md)
             mixer = m.layers[layer].linear_attn
-            for bank in range(-(-mm.size // slots)):
+            for bank in reachable_banks(mm, port, slots):
                 kh = key_head(layer)
                 words = range(bank * slots, min(mm.size, (bank + 1) * slots))
                 reads, writes = [], []
