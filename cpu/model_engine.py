@@ -12,11 +12,11 @@ bytes, the halt, and one ``Retire`` record per cycle whose ``rvfi_valid`` token 
 
 The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``: 6 tokens a
 cycle instead of 36 for the whole retirement port). ``TraceDecoder`` rebuilds the rest of each record
-from tokens the model generates anyway: pc and next pc from the pc register's tokens, the register
-file and RAM mirrored from the prompt and the write-port tokens (so ``insn`` is the mirrored word at
-pc, ``mem_rdata`` the mirrored word at ``mem_addr``, ``rd``/``rd_wdata`` the register write, store
-data the RAM write's bytes, a console byte and the exit code the mirrored rs2/a0). It decodes; it
-never executes an instruction.
+from tokens the model generates anyway: pc and next pc from the pc register's tokens, the memory
+(RAM, then the 32 registers) mirrored from the prompt and the write-port tokens (so ``insn`` is the
+mirrored word at pc, ``mem_rdata`` the mirrored word at ``mem_addr``, ``rd``/``rd_wdata`` a write to a
+register word, store data a RAM write's bytes, a console byte and the exit code the mirrored rs2/a0).
+It decodes; it never executes an instruction.
 """
 
 import hashlib
@@ -185,12 +185,13 @@ class _Repeat:
 class TraceDecoder:
     """Decode one batch row's frames into a ``RunResult``: retirement records, console bytes, halt.
 
-    ``netlist``: the compiled netlist (its ``rvfi_pc`` signal names the pc register's bits);
+    ``netlist``: the compiled netlist (its ``rvfi_pc`` signal names the pc register's bits; its one
+    memory ``ram`` holds the RAM and, in its last 32 words, the registers: hdl/rv32/core.py);
     ``initial_registers``: the prompt's register values; ``memories``: {memory: {word address: word}}
     as the prompt writes them. ``feed(frame)`` reads the frame's emitted outputs, the registers' next
-    values and the frame's memory writes, then applies those writes to its mirrors of the register
-    file and RAM. At most ``max_steps`` instructions retire (the next one stops the run with a
-    STEP_LIMIT halt); ``trace=False`` keeps no records.
+    values and the frame's memory write, then applies that write to its mirror of the memory. At most
+    ``max_steps`` instructions retire (the next one stops the run with a STEP_LIMIT halt);
+    ``trace=False`` keeps no records.
     """
 
     def __init__(self, netlist, initial_registers: dict, memories: dict, max_steps: int = 1_000_000,
@@ -200,12 +201,13 @@ class TraceDecoder:
         if sig is None or not all(n in q_name or n in (CONST0, CONST1) for n in sig.bits):
             raise Netlist2TFError(f"the compiled core has no register named {PC_SIGNAL}: the decoder reads "
                                   f"the pc from it (the core must drive rvfi_pc straight from its pc register)")
+        mem = next((m for m in netlist.memories if m.name == "ram"), None)
+        if mem is None or len(netlist.memories) != 1:
+            raise Netlist2TFError("the compiled core must have one memory, ram (RAM, then the registers)")
         self.pc_bits = [q_name.get(n, n) for n in sig.bits]       # "reg:NAME", or a constant 0/1
+        self.regs_base = mem.size - 32
         self.registers = dict(initial_registers)
-        self.regs = [0] * 32
-        for a, w in memories.get("regs", {}).items():
-            self.regs[a] = w
-        self.ram = dict(memories.get("ram", {}))
+        self.mem = dict(memories.get("ram", {}))
         self.max_steps, self.trace = max_steps, trace
         self.records, self.console = [], bytearray()
         self.halt, self.retired, self.cycles = None, 0, 0
@@ -213,13 +215,18 @@ class TraceDecoder:
     def _pc(self, registers: dict) -> int:
         return sum((registers[b] if isinstance(b, str) else b == CONST1) << i for i, b in enumerate(self.pc_bits))
 
+    def _reg(self, i: int) -> int:
+        return self.mem.get(self.regs_base + i, 0)
+
     def feed(self, frame) -> None:
         """Decode one frame (a ``netlist2tf.host.Frame``) of a row that has not halted yet."""
-        out, w_reg, w_ram = frame.outputs, frame.writes["regs"], frame.writes["ram"]
+        out, (waddr, wdata) = frame.outputs, frame.writes["ram"]
         self.cycles += 1
         pc = self._pc(self.registers)
-        insn = self.ram.get(pc >> 2, 0)
-        rs2_value = self.regs[(insn >> 20) & 31]
+        insn = self.mem.get(pc >> 2, 0) if pc >> 2 < self.regs_base else 0
+        rs2_value = self._reg((insn >> 20) & 31)
+        reg_write = waddr is not None and waddr >= self.regs_base
+        ram_write = waddr is not None and waddr < self.regs_base
         if out["rvfi_valid"]:
             if self.retired >= self.max_steps:
                 self.halt = Halt(Halt.STEP_LIMIT, pc)
@@ -228,23 +235,19 @@ class TraceDecoder:
             if self.trace:
                 rmask, wmask, addr = out["rvfi_mem_rmask"], out["rvfi_mem_wmask"], out["rvfi_mem_addr"]
                 lanes = sum(0xFF << (8 * i) for i in range(4) if (wmask >> i) & 1)
-                # a store writes RAM through the port (the merged word), or the console (no RAM write)
-                wdata = (w_ram[1] if w_ram[0] is not None else rs2_value) & lanes
+                # a store writes RAM through the port (the merged word), or the console (no write)
                 self.records.append(Retire(
                     pc=pc, insn=insn, next_pc=self._pc(frame.registers),
-                    rd=w_reg[0] if w_reg[0] is not None else 0,
-                    rd_wdata=w_reg[1] if w_reg[0] is not None else 0,
-                    mem_addr=addr, mem_rmask=rmask, mem_rdata=self.ram.get(addr >> 2, 0) if rmask else 0,
-                    mem_wmask=wmask, mem_wdata=wdata))
+                    rd=waddr - self.regs_base if reg_write else 0, rd_wdata=wdata if reg_write else 0,
+                    mem_addr=addr, mem_rmask=rmask, mem_rdata=self.mem.get(addr >> 2, 0) if rmask else 0,
+                    mem_wmask=wmask, mem_wdata=(wdata if ram_write else rs2_value) & lanes))
         if out["console_valid"]:
             self.console.append(rs2_value & 0xFF)
         if out["halt"]:
-            ports = {"rvfi_pc": pc, "halt_code": self.regs[10], **out}
+            ports = {"rvfi_pc": pc, "halt_code": self._reg(10), **out}
             self.halt = halt_from_port(ports.__getitem__)
-        if w_reg[0] is not None:
-            self.regs[w_reg[0]] = w_reg[1]
-        if w_ram[0] is not None:
-            self.ram[w_ram[0]] = w_ram[1]
+        if waddr is not None:
+            self.mem[waddr] = wdata
         self.registers = frame.registers
 
     def result(self, seconds: float = 0.0) -> RunResult:

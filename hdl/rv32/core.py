@@ -2,15 +2,17 @@
 
 One instruction per clock cycle, except the M extension: multiplication and division/remainder take
 ``M_CYCLES`` = 18 cycles each (one to start, 16 two-bit steps -- shift-add for products, restoring
-division for quotients -- and one that applies the signs and retires from registers). The register file and the
-RAM are Amaranth ``Memory`` objects with asynchronous (combinational) read ports, so they stay
-memories in the netlist (DeltaNet heads in the compiled model) and every read sees the state at the
-start of the cycle. Reset is synchronous.
+division for quotients -- and one that applies the signs and retires from registers). The RAM and,
+after its last word, the 32 registers are one Amaranth ``Memory`` (named ``ram``: words
+``0..ram_size/4-1`` are RAM, words ``max(ram_size/4, 32) + i`` register x``i``) with asynchronous
+(combinational) read ports and one write port, so it stays a memory in the netlist (DeltaNet heads
+in the compiled model) and every read sees the state at the start of the cycle. Reset is synchronous.
 
 Shaped for the compiler (docs/CPU-MODEL.md): the clock cycle is shallow (the compiled model has one
 level of threshold logic per layer), so no combinational multiplier or division step ends in a
 retirement; the RAM has one whole-word write port (a sub-word store merges its bytes into the word
-the load port reads at the same address); the write-back value is an AND-OR over one-hot selects
+the load port reads at the same address) shared with the register write-back (no instruction does
+both); the pc register holds bits 2-31 (pc is always 4-aligned); the write-back value is an AND-OR over one-hot selects
 computed from the instruction, already 0 when nothing is written (it is also ``rvfi_rd_wdata``).
 
 The machine interface (memory map, console, exit/ebreak, trap causes, retirement record) is defined
@@ -59,6 +61,8 @@ class Core(wiring.Component):
             raise ValueError(f"ram_size must be a power of two >= 64, not {ram_size}")
         if ram_size > CONSOLE_ADDR:
             raise ValueError("RAM would overlap the console address 0x10000000")
+        if reset_pc % 4:
+            raise ValueError(f"reset_pc must be 4-aligned, not {reset_pc:#x}")
         self.ram_size, self.mul, self.div, self.zba = ram_size, mul, div, zba
         self.init, self.reset_pc = list(init), reset_pc
         super().__init__({
@@ -76,18 +80,25 @@ class Core(wiring.Component):
         words = self.ram_size // 4
         abits = (words - 1).bit_length()
 
-        m.submodules.ram = ram = Memory(shape=32, depth=words, init=self.init)
-        m.submodules.regs = regs = Memory(shape=32, depth=32, init=[])
+        # One memory holds the RAM (words 0..words-1) and, after it, the 32 registers: an
+        # instruction writes a register or a RAM word, never both, so one write port serves both
+        # (the compiled model emits one write group a cycle instead of two).
+        regs_base = max(words, 32)
+        m.submodules.ram = ram = Memory(shape=32, depth=regs_base + 32, init=self.init)
         fetch = ram.read_port(domain="comb")
         load = ram.read_port(domain="comb")
-        store = ram.write_port()
-        rs1_port = regs.read_port(domain="comb")
-        rs2_port = regs.read_port(domain="comb")
-        rd_port = regs.write_port()
-        a7_port = regs.read_port(domain="comb")       # ecall: the syscall number and the exit code,
-        a0_port = regs.read_port(domain="comb")       # at constant addresses (no mux before the reads)
+        write = ram.write_port()
+        rs1_port = ram.read_port(domain="comb")
+        rs2_port = ram.read_port(domain="comb")
+        a7_port = ram.read_port(domain="comb")        # ecall: the syscall number and the exit code,
+        a0_port = ram.read_port(domain="comb")        # at constant addresses (no mux before the reads)
 
-        pc = Signal(32, init=self.reset_pc)
+        def reg_addr(r):              # register r's word: regs_base + r (r: 5 bits or a number)
+            r = Const(r, 5) if isinstance(r, int) else r
+            return Cat(r, Const(regs_base >> 5, (regs_base + 31).bit_length() - 5))
+
+        pc_word = Signal(30, init=self.reset_pc >> 2)   # pc is always 4-aligned: its bits 0-1 are 0
+        pc = Cat(Const(0, 2), pc_word)
         halted = Signal()
         m.d.comb += self.halted.eq(halted)
 
@@ -105,7 +116,8 @@ class Core(wiring.Component):
         imm_j = Cat(Const(0, 1), insn[21:31], insn[20], insn[12:20], insn[31]).as_signed()
 
         is_system = opcode == OP_SYSTEM
-        m.d.comb += [rs1_port.addr.eq(rs1), rs2_port.addr.eq(rs2), a7_port.addr.eq(17), a0_port.addr.eq(10)]
+        m.d.comb += [rs1_port.addr.eq(reg_addr(rs1)), rs2_port.addr.eq(reg_addr(rs2)),
+                     a7_port.addr.eq(reg_addr(17)), a0_port.addr.eq(reg_addr(10))]
         a, b = rs1_port.data, rs2_port.data
 
         # ---- ALU ---------------------------------------------------------------------------------
@@ -266,8 +278,7 @@ class Core(wiring.Component):
         # a priority choice among them.
         conditions = [
             (fetch_fault, 1),
-            (insn[0:2] != 0b11, 2),
-            (~legal, 2),
+            ((insn[0:2] != 0b11) | ~legal, 2),
             (target_misaligned, 0),
             (is_load & misaligned, 4),
             (is_load & ~in_ram, 5),
@@ -327,15 +338,16 @@ class Core(wiring.Component):
         m.d.comb += rd_value.eq(acc)
 
         m.d.comb += [
-            rd_port.addr.eq(rd), rd_port.data.eq(rd_value), rd_port.en.eq(rd_written),
-            store.addr.eq(mem_addr[2:2 + abits]), store.data.eq(store_word),
-            store.en.eq(go & is_store & in_ram),
+            # rd_value is 0 for stores, store_word only counts for stores: an OR, not a mux
+            write.addr.eq(Mux(is_store, mem_addr[2:2 + abits], reg_addr(rd))),
+            write.data.eq(Mux(is_store, store_word, 0) | rd_value),
+            write.en.eq((go & is_store & in_ram) | rd_written),
             self.console_valid.eq(go & is_store & is_console),
             self.console_data.eq(b[0:8]),
         ]
         # the M state does not wait for the stop conditions (deep): after a stop nothing is
         # observable, and ``halted`` freezes the machine from the next cycle on
-        m.d.sync += pc.eq(Mux(stop, pc, next_pc))
+        m.d.sync += pc_word.eq(Mux(stop, pc_word, next_pc[2:]))
 
         with m.If(~halted & (is_mul | is_div)):
             with m.If(~m_busy):
