@@ -17,7 +17,9 @@ one constant neuron plus one per false minterm.
 When the design is too deep, a second pass *collapses* LUT chains: a plain cell's output bit whose
 deepest inputs come from other plain cells takes those cells' functions into its own truth table
 (``compose``) while the result depends on at most ``max_inputs`` bits and costs at most
-``COLLAPSE_MAX_NEURONS`` neurons, so it moves up a level. Yosys's LUT mapper (abc) sees a macro's
+``COLLAPSE_MAX_NEURONS`` neurons, so it moves up a level. Only bits later than the first pass's
+required levels allow are collapsed (``_required_levels``: the fewest extra neurons); if that is not
+enough, every bit that can move up does. Yosys's LUT mapper (abc) sees a macro's
 outputs as primary inputs with arrival time 0 and may put a late signal at the bottom of a LUT tree;
 the collapse repairs that with the real levels. Cells nothing reads any more are dropped.
 
@@ -149,22 +151,48 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
     check_netlist(netlist)
     g = netlist_graph(netlist)
     drivers = find_drivers(netlist)
-    sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=False)
+    sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None)
     if sched.depth > target.num_layers - 1:
-        sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=True)
+        required = _required_levels(netlist, sched)
+        sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=required)
+        if sched.depth > target.num_layers - 1:
+            sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse={})
     if problems:
         raise ScheduleError(f"{netlist.top} does not fit the target {target.name}:\n  - "
                             + "\n  - ".join(problems))
     return sched
 
 
-def _collapse(f: BitFunction, net_level, producer: dict, max_inputs: int) -> BitFunction:
-    """Compose ``f`` with the plain-cell functions of its deepest inputs while that lowers its level
-    and the result stays within ``max_inputs`` bits and ``COLLAPSE_MAX_NEURONS`` neurons."""
+def _required_levels(netlist: Netlist, sched: "Schedule") -> dict:
+    """{net: the latest level it may have} for the design to fit ``sched``'s layers, from the
+    required nets (level <= layers - 1) backwards through ``sched``'s units and memory reads."""
+    L = sched.target.num_layers
+    req = {n: L - 1 for n, _ in _required_nets(netlist)}
+    mems = {m.name: m for m in netlist.memories}
+    events = [(2 * layer + 1, "unit", u) for u, layer in sched.cell_layer.items()]
+    events += [(2 * layer, "read", key) for key, layer in sched.read_layer.items()]
+    for _, kind, key in sorted(events, key=lambda e: (-e[0], e[1], str(e[2]))):
+        if kind == "unit":
+            fns = sched.functions[key]
+            latest = min(req.get(f.out, L - 1) for f in fns) - 1        # the unit's latest layer
+            ins = [n for f in fns for n in f.support]
+        else:
+            rp = mems[key[0]].read_ports[key[1]]
+            latest = min(req.get(n, L - 1) for n in rp.data) - 1
+            ins = list(rp.addr)
+        for n in ins:
+            req[n] = min(req.get(n, L - 1), latest)
+    return req
+
+
+def _collapse(f: BitFunction, net_level, producer: dict, max_inputs: int, limit: int) -> BitFunction:
+    """Compose ``f`` with the plain-cell functions of its deepest inputs while its level is above
+    ``limit``, that lowers it and the result stays within ``max_inputs`` bits and
+    ``COLLAPSE_MAX_NEURONS`` neurons."""
     while True:
         lvl = max((net_level(n) for n in f.support), default=0)
         deep = [n for n in f.support if net_level(n) == lvl]
-        if lvl == 0 or not all(n in producer for n in deep):
+        if lvl + 1 <= limit or lvl == 0 or not all(n in producer for n in deep):
             return f
         cand = f
         for n in deep:
@@ -176,8 +204,10 @@ def _collapse(f: BitFunction, net_level, producer: dict, max_inputs: int) -> Bit
         f = cand
 
 
-def _levelise(netlist, target, max_inputs, g, drivers, collapse: bool):
-    """(Schedule, the problems that keep it from fitting ``target``)."""
+def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None):
+    """(Schedule, the problems that keep it from fitting ``target``). ``collapse``: None, or the
+    latest level of each net ({net: level}; a net not in it: as early as possible) above which its
+    bit function is collapsed."""
     L = target.num_layers
     level: dict[int, int] = {}
     why: dict[int, tuple] = {}        # net -> (node id, predecessor net or None)
@@ -228,8 +258,8 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: bool):
             cell = data[N.OBJ]
             unit_cell[cell.name] = cell.name
             fns = cell_bit_functions(cell, max_inputs)
-            if collapse:
-                fns = [_collapse(f, net_level, producer, max_inputs) for f in fns]
+            if collapse is not None:
+                fns = [_collapse(f, net_level, producer, max_inputs, collapse.get(f.out, 0)) for f in fns]
                 producer.update((f.out, f) for f in fns)
             functions[cell.name] = fns
             layer = 0
@@ -259,7 +289,7 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: bool):
                 mixer_nets.add(n)
 
     required = _required_nets(netlist)
-    if collapse:
+    if collapse is not None:
         _drop_unread(netlist, cell_layer, functions, unit_cell, read_layer, required)
     depth = max((net_level(n) for n, _ in required), default=0)
     # Critical path: follow the deepest predecessor from the deepest required net.

@@ -328,7 +328,7 @@ def test_collapsed_logic_fits_fewer_layers(design, layers, tmp_path, build_dir):
 
     # as mapped, the logic is too deep for these layers
     mapped, _ = _levelise(nl, Target.standalone(layers=layers), 8, netlist_graph(nl), find_drivers(nl),
-                          collapse=False)
+                          collapse=None)
     assert mapped.depth > layers - 1
     compiled = assemble(nl, layers=layers)
     assert compiled.stats["layers"] == layers < LAYERS[design]
