@@ -10,13 +10,14 @@ model state), lets the model generate one frame of tokens per clock cycle (greed
 cache) until every program halts, and decodes the frames into the machine's ``RunResult``: console
 bytes, the halt, and one ``Retire`` record per cycle whose ``rvfi_valid`` token bit is set.
 
-The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``: 6 tokens a
-cycle instead of 36 for the whole retirement port). ``TraceDecoder`` rebuilds the rest of each record
-from tokens the model generates anyway: pc and next pc from the pc register's tokens, the memory
-(RAM, then the 32 registers) mirrored from the prompt and the write-port tokens (so ``insn`` is the
-mirrored word at pc, ``mem_rdata`` the mirrored word at ``mem_addr``, ``rd``/``rd_wdata`` a write to a
-register word, store data a RAM write's bytes, a console byte and the exit code the mirrored rs2/a0).
-It decodes; it never executes an instruction.
+The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``: 3 tokens a
+cycle instead of 36 for the whole retirement port): retired or not, the load/store word and byte
+lane, a console write, the halt. ``TraceDecoder`` rebuilds the rest of each record from tokens the
+model generates anyway: pc and next pc from the pc register's tokens, the memory (RAM, then the 32
+registers) mirrored from the prompt and the write-port tokens (so ``insn`` is the mirrored word at
+pc, ``mem_rdata`` the mirrored word at ``mem_addr``, ``rd``/``rd_wdata`` a write to a register word,
+store data a RAM write's bytes, a console byte and the exit code the mirrored rs2/a0), the byte masks
+from the opcode's access size at the emitted lane. It decodes; it never executes an instruction.
 """
 
 import hashlib
@@ -31,7 +32,7 @@ from netlist2tf.ir import CONST0, CONST1
 
 from hdl.rv32.core import M_CYCLES   # a multiplication or division occupies the core this many cycles
 
-from .machine import Halt, Retire, RunResult
+from .machine import CONSOLE_ADDR, Halt, Retire, RunResult
 from .netlist_engine import check_image, core_design, halt_from_port
 
 MODEL_RAM_SIZE = 16 * 1024       # 4,096 words: the table but libc (~17 KiB) fits; 64 KiB is 4x the heads
@@ -40,8 +41,8 @@ KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RA
 FLOW = "macro6"
 CHUNK_BITS = 8
 # the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
-MODEL_OUTPUTS = ("rvfi_valid", "rvfi_mem_addr", "rvfi_mem_rmask", "rvfi_mem_wmask", "console_valid",
-                 "halt", "halt_kind", "halt_cause")
+MODEL_OUTPUTS = ("rvfi_valid", "console_valid", "halt", "halt_kind", "halt_cause", "mem_word", "mem_lane")
+OP_LOAD, OP_STORE = 0x03, 0x23
 PC_SIGNAL = "rvfi_pc"            # the netlist's name for the pc register (the core drives rvfi_pc = pc)
 
 _LOADED: dict = {}
@@ -233,7 +234,12 @@ class TraceDecoder:
                 return
             self.retired += 1
             if self.trace:
-                rmask, wmask, addr = out["rvfi_mem_rmask"], out["rvfi_mem_wmask"], out["rvfi_mem_addr"]
+                opcode = insn & 0x7F
+                is_load, is_store = opcode == OP_LOAD, opcode == OP_STORE
+                # the bytes accessed: the access size (funct3) at the lane the core computed
+                mask = ((1, 3, 15, 0)[(insn >> 12) & 3] << out["mem_lane"]) & 0xF if is_load or is_store else 0
+                rmask, wmask = (mask if is_load else 0), (mask if is_store else 0)
+                addr = CONSOLE_ADDR if out["console_valid"] else out["mem_word"] << 2 if mask else 0
                 lanes = sum(0xFF << (8 * i) for i in range(4) if (wmask >> i) & 1)
                 # a store writes RAM through the port (the merged word), or the console (no write)
                 self.records.append(Retire(

@@ -23,7 +23,11 @@ in ``cpu/machine.py``; this core implements it:
 * ``console_valid``/``console_data``: a byte written to the console in this cycle;
 * ``halt`` pulses in the cycle the machine stops, with ``halt_kind`` (0 exit, 1 ebreak, 2 trap),
   ``halt_cause`` (mcause, for traps) and ``halt_code`` (a0); ``halted`` stays high afterwards and
-  nothing changes any more.
+  nothing changes any more;
+* ``mem_word``/``mem_lane``: the RAM word (address bits 2 and up, as wide as the RAM needs) and the
+  byte lane (bits 0-1) of this cycle's load/store address: with the opcode they give the memory
+  fields of the record (the compiled model emits these instead of the 70 bits of ``rvfi_mem_addr``
+  and the masks; cpu/model_engine.py).
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -73,6 +77,7 @@ class Core(wiring.Component):
             "console_valid": Out(1), "console_data": Out(8),
             "halt": Out(1), "halt_kind": Out(2), "halt_cause": Out(4), "halt_code": Out(32),
             "halted": Out(1),
+            "mem_word": Out(((ram_size // 4) - 1).bit_length()), "mem_lane": Out(2),
         })
 
     def elaborate(self, platform):
@@ -344,6 +349,7 @@ class Core(wiring.Component):
             write.en.eq((go & is_store & in_ram) | rd_written),
             self.console_valid.eq(go & is_store & is_console),
             self.console_data.eq(b[0:8]),
+            self.mem_word.eq(mem_addr[2:2 + abits]), self.mem_lane.eq(lane),
         ]
         # the M state does not wait for the stop conditions (deep): after a stop nothing is
         # observable, and ``halted`` freezes the machine from the next cycle on
