@@ -9,7 +9,8 @@ The checkpoint (~500 M parameters) is built once into build/cpu-model/ (cached b
 inputs) and every model test runs in one xdist group. CI runs a representative subset: the hazard
 programs generated in float32 with the prompt prefilled (batch 4) and in bfloat16 token by token
 (batch 8), the sample program ``hi``, and two compact fuzzed programs teacher-forced.
-``--model-fuzz N`` (e.g. 100) checks N compact fuzzed programs by batched generation;
+``--model-fuzz N`` (e.g. 100) checks N compact fuzzed programs teacher-forced, ``--model-fuzz-generated
+N`` by batched generation;
 ``-m slow`` adds the program table's remaining programs, teacher-forced.
 """
 
@@ -102,11 +103,23 @@ def test_fuzzed_subset_teacher_forced(model):
     assert _teacher_forced(model, images) > 0
 
 
-def test_fuzzed_generated(request, model):
-    """``--model-fuzz N`` compact fuzzed programs (seeds 1000..), generated in batches of 10."""
+def test_fuzzed_teacher_forced(request, model):
+    """``--model-fuzz N`` compact fuzzed programs (seeds 1000..), teacher-forced in batches of 10: the
+    model's greedy choice at every generated position is the netlist simulator's token (so generation
+    produces that trace), and the host's decoding of the trace equals unicorn's records."""
     n = request.config.getoption("--model-fuzz")
     if not n:
-        pytest.skip("pass --model-fuzz N to run N fuzzed programs on the model")
+        pytest.skip("pass --model-fuzz N to check N fuzzed programs on the model")
+    for start in range(0, n, 10):
+        images = [random_program(1000 + s, 12, RAM, compact=True) for s in range(start, min(n, start + 10))]
+        assert _teacher_forced(model, images) > 0
+
+
+def test_fuzzed_generated(request, model):
+    """``--model-fuzz-generated N`` compact fuzzed programs (seeds 1000..), generated in batches of 10."""
+    n = request.config.getoption("--model-fuzz-generated")
+    if not n:
+        pytest.skip("pass --model-fuzz-generated N to generate N fuzzed programs on the model")
     for start in range(0, n, 10):
         images = [random_program(1000 + s, 12, RAM, compact=True) for s in range(start, min(n, start + 10))]
         refs = [run_unicorn(img, ram_size=RAM) for img in images]
