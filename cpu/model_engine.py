@@ -42,6 +42,9 @@ FLOW = "macro6"
 CHUNK_BITS = 8
 # the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
 MODEL_OUTPUTS = ("rvfi_valid", "console_valid", "halt", "halt_kind", "halt_cause", "mem_word", "mem_lane")
+# the M unit's state, emitted only in frames after which it is busy (its values do not matter in a
+# cycle that starts idle: a start loads them, nothing else reads them): 13 of the 18 register tokens
+GATED = ("m_busy", ("m_hi", "m_lo", "m_op", "m_count"))
 OP_LOAD, OP_STORE = 0x03, 0x23
 PC_SIGNAL = "rvfi_pc"            # the netlist's name for the pc register (the core drives rvfi_pc = pc)
 
@@ -77,7 +80,8 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
     log = log or (lambda msg: print(msg, file=sys.stderr))
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     settings = {"design": core_design(ram_size), "flow": FLOW, "layers": LAYERS,
-                "chunk_bits": CHUNK_BITS, "head_dim": KEY_HEAD_DIM, "keep_outputs": list(MODEL_OUTPUTS)}
+                "chunk_bits": CHUNK_BITS, "head_dim": KEY_HEAD_DIM, "keep_outputs": list(MODEL_OUTPUTS),
+                "gated": [GATED[0], list(GATED[1])]}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + b"\0" +
                          result.json_text.encode() + b"\0" + compiler_digest().encode()).hexdigest()[:16]
     folder = Path(build_dir) / "cpu-model" / key
@@ -90,7 +94,7 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
     t0 = time.perf_counter()
     netlist = parse_netlist(result.json_text, str(result.json_path))
     compiled = assemble(netlist, layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM,
-                        outputs=MODEL_OUTPUTS)
+                        outputs=MODEL_OUTPUTS, gated=GATED)
     emit_checkpoint(compiled, result.json_text, folder, settings=settings)
     write_report(build_report(netlist, compiled), folder / "report")
     st = compiled.stats
@@ -156,8 +160,8 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     results = []
     for row, dec in enumerate(decoders):
         r = dec.result(seconds)
-        r.tokens = len(protocol.generated) * len(run.outputs[row])
-        r.prompt_tokens = len(run.tokens[row]) - (protocol.tokens_per_cycle * len(run.outputs[row]))
+        r.tokens = sum(run.frame_tokens[row])
+        r.prompt_tokens = run.prompt_tokens
         r.checkpoint = folder
         results.append(r)
     return results
@@ -263,14 +267,18 @@ class TraceDecoder:
 
 def decode_trace(protocol, decoder: TraceDecoder, tokens: list[int], frames) -> RunResult:
     """Feed ``decoder`` the frames of one row's token sequence (``frames``: (cycle, position of its
-    first generated token), as ``netlist2tf.verify.expected_tokens`` gives them) until it halts."""
+    first generated token), as ``netlist2tf.verify.expected_tokens`` gives them per row) until it
+    halts."""
     from netlist2tf.host import Frame
 
-    n = len(protocol.generated)
+    end = protocol.generated[-1]
     for cycle, first in frames:
         if decoder.halt is not None:
             break
-        toks = tokens[first:first + n]
+        last = first
+        while (protocol.field(tokens[last]).kind, protocol.field(tokens[last]).chunk) != end:
+            last += 1
+        toks = tokens[first:last + 1]
         outs, regs = protocol.decode_frame(cycle, toks)
         decoder.feed(Frame(outs, regs, protocol.decode_writes(toks)))
     return decoder.result()

@@ -49,6 +49,21 @@ class Compiled:
     initial_memory: dict        # memory name -> {address: word} (non-zero initial words)
     stats: dict
     outputs: tuple | None = None    # the output ports kept (``assemble(outputs=...)``); None: all
+    gated: tuple | None = None      # (gate register, group registers) of ``assemble(gated=...)``
+
+
+def resolve_gated(netlist: Netlist, gate: str, group) -> tuple[int, tuple[int, ...]]:
+    """(gate net, the group's register output nets) for ``assemble(gated=(gate, group))``: ``gate``
+    names a 1-bit register (its next value, the D net, is the gate), ``group`` registers by signal
+    name. Raises Netlist2TFError naming a signal that is not a register."""
+    sigs = {s.name: s.bits for s in netlist.signals}
+    d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
+    for name in [gate, *group]:
+        if name not in sigs or not all(n in d_of_q for n in sigs[name]):
+            raise Netlist2TFError(f"gated registers: {name!r} is not a register of {netlist.top}")
+    if len(sigs[gate]) != 1 or gate in group:
+        raise Netlist2TFError(f"gated registers: the gate {gate!r} must be a 1-bit register outside the group")
+    return d_of_q[sigs[gate][0]], tuple(n for name in group for n in sigs[name])
 
 
 def reachable_banks(mem, port: int, slots: int) -> list[int]:
@@ -80,7 +95,7 @@ def standalone_layer_types(layers: int) -> tuple[str, ...]:
 
 
 def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64,
-             target: Target | None = None, check_only: bool = False, outputs=None):
+             target: Target | None = None, check_only: bool = False, outputs=None, gated=None):
     """Compile ``netlist`` (the LUT/macro flow's netlist) into a model.
 
     Without ``target`` the model is shaped for the design: ``layers`` layers, DeltaNet layers where
@@ -91,12 +106,15 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     does not fit. ``check_only``: stop after the fit check and return the demands (no weights).
     ``outputs``: emit only these output ports (``graph.keep_outputs``: the logic only they need
     is dropped; registers and memories stay), for a host that decodes the rest from the trace.
+    ``gated``: (GATE, [REGISTER, ...]) by signal name: the registers' tokens are emitted only in the
+    frames where register GATE's next value is 1 (``resolve_gated``; protocol.py).
     Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
     if outputs is not None:
         outputs = tuple(outputs)
         netlist = keep_outputs(netlist, outputs)
     clocks = {r.clock for r in netlist.registers}
-    proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits)
+    gated_nets = None if gated is None else resolve_gated(netlist, *gated)
+    proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits, gated_nets)
     for m in netlist.memories:
         if any(rp.clocked for rp in m.read_ports):
             raise Netlist2TFError(f"memory {m.name} has a synchronous read port; compile the lut flow's "
@@ -142,6 +160,8 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     emit_chunks = list(proto.generated)
     kept = {d_of_q[n] if kind == REG else n for kind, idx in emit_chunks
             for n in proto.chunks_of(kind)[idx].bits}
+    if proto.gate is not None:
+        kept.add(proto.gate)            # read by the last FFN: which token follows the branch
     pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
 
     # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
@@ -163,6 +183,7 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     for kind, j in write_chunks:
         extra(f"wf:{kind}:{j}", len(proto.chunks_of(kind)[j].bits))
     extra("emit", len(emit_chunks))
+    extra("emitbr", 2 if proto.gated else 0)        # at the branch: the group if the gate, else after it
     extra("ep", 1)
     extra("ev", chunk_bits)
     n_pairs = base + sum(len(v) for v in names.values())
@@ -193,6 +214,25 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
             elif net not in (CONST0, CONSTX):
                 select.append(Neuron(((emit, 1), (layout.pair(pairs[net])[0], 1)), -1,
                                      ((ev[0], 1), (ev[1], -1))))
+    if proto.gated:
+        # The token before the gated group: the gate chooses the group's first chunk or the first
+        # chunk after the group (both REG: same parity). Its embedding sets both branch slots; each
+        # selects its chunk's bits under its side of the gate, and one neuron each sets the kind's
+        # emit pair for the LM head.
+        gate = layout.pair(pairs[proto.gate])
+        first, after = (REG, proto.gated[0]), (REG, proto.gated[-1] + 1)
+        for slot, (chunk_kind, side) in enumerate(((first, gate[0]), (after, gate[1]))):
+            br = P("emitbr", slot)[0]
+            chunk = proto.chunks_of(REG)[chunk_kind[1]]
+            for i, net in enumerate(chunk.bits):
+                net, ev = d_of_q[net], P("ev", i)
+                if net == CONST1:
+                    select.append(Neuron(((br, 1), (side, 1)), -1, ((ev[0], 1), (ev[1], -1))))
+                elif net not in (CONST0, CONSTX):
+                    select.append(Neuron(((br, 1), (side, 1), (layout.pair(pairs[net])[0], 1)), -2,
+                                         ((ev[0], 1), (ev[1], -1))))
+            e = P("emit", emit_chunks.index(chunk_kind))
+            select.append(Neuron(((br, 1), (side, 1)), -1, ((e[0], 1), (e[1], -1))))
     neurons[layers - 1] = neurons[layers - 1] + select
     intermediate = max(8, max(len(n) for n in neurons))
     if target is None:
@@ -314,7 +354,10 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
                 bits[names["commit"][0]] = 1
             bits[names["rp"][proto.read_parity(f)]] = 1
             nxt = proto.next_field_kind(f)
-            if nxt is not None:
+            if nxt is not None and proto.gated and nxt[:2] == (REG, proto.gated[0]):
+                bits[names["emitbr"][0]] = bits[names["emitbr"][1]] = 1     # decided by the gate
+                bits[names["ep"][0]] = nxt[2]
+            elif nxt is not None:
                 bits[names["emit"][emit_chunks.index(nxt[:2])]] = 1
                 bits[names["ep"][0]] = nxt[2]
             emb[tok] = layout.initial(bits)
@@ -343,6 +386,8 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
              "deltanet_heads": [h * group for h in key_heads], "deltanet_key_heads": key_heads,
              "layer_types": list(types), "linear_key_head_dim": dk, "linear_value_head_dim": dv,
              "tokens_per_cycle": proto.tokens_per_cycle, "generated_tokens_per_cycle":
-             len(proto.generated), "vocab_size": proto.vocab_size,
+             len(proto.generated), "generated_tokens_per_cycle_gate_off": len(proto.frame_kinds(False)),
+             "vocab_size": proto.vocab_size,
              "parameters": params, "nonzero": nonzero, "depth": sched.depth}
-    return Compiled(model, proto, sched, layout, inits, memory, stats, outputs)
+    return Compiled(model, proto, sched, layout, inits, memory, stats, outputs,
+                    None if gated is None else (gated[0], tuple(gated[1])))

@@ -133,6 +133,17 @@ def _compile_inputs(args):
     return result, netlist, target, re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
 
 
+def _gated(args):
+    """The --gated option as (gate, [registers]) (None: no gated group)."""
+    if not args.gated:
+        return None
+    gate, _, regs = args.gated.partition(":")
+    names = [n.strip() for n in regs.split(",") if n.strip()]
+    if not gate.strip() or not names:
+        raise Netlist2TFError(f"--gated {args.gated!r}: write GATE:REG,REG,... (e.g. busy:acc,count)")
+    return gate.strip(), names
+
+
 def _kept(args):
     """The --keep-outputs names as a list (None: every output)."""
     if not args.keep_outputs:
@@ -148,18 +159,18 @@ def cmd_compile(args) -> int:
     t0 = time.perf_counter()
     if args.check_fit:
         fit = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
-                       target=target, check_only=True, outputs=_kept(args))
+                       target=target, check_only=True, outputs=_kept(args), gated=_gated(args))
         print(f"{args.design} fits {fit['target']}: {fit['layers']} layers, {fit['hidden_channels']} residual "
               f"channels, FFN neurons per layer {fit['neurons_per_layer']}, DeltaNet heads per layer "
               f"{fit['deltanet_heads_per_layer']}")
         return 0
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
-                        target=target, outputs=_kept(args))
+                        target=target, outputs=_kept(args), gated=_gated(args))
     out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / name
     emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
                     settings={"design": args.design, "flow": args.flow, "layers": args.layers,
                               "chunk_bits": args.chunk_bits, "head_dim": args.head_dim,
-                              "keep_outputs": _kept(args)})
+                              "keep_outputs": _kept(args), "gated": _gated(args)})
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
@@ -176,7 +187,7 @@ def cmd_report(args) -> int:
 
     _, netlist, target, name = _compile_inputs(args)
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
-                        target=target, outputs=_kept(args))
+                        target=target, outputs=_kept(args), gated=_gated(args))
     out = Path(args.out) if args.out else Path(args.build_dir) / "reports" / name
     js, page = write_report(build_report(netlist, compiled), out)
     print(f"{args.design}: layer-assignment report {page} (data: {js})", file=sys.stderr)
@@ -256,6 +267,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--keep-outputs", metavar="NAMES",
                        help="comma-separated output ports: emit tokens for these only and drop the logic "
                             "only the others need (registers and memories stay; default: every output)")
+        p.add_argument("--gated", metavar="GATE:REG,REG,...",
+                       help="emit these registers' tokens only in frames after which the 1-bit register "
+                            "GATE is 1 (their values must not matter while it is 0; docs/COMPILER.md 2)")
         p.add_argument("--out", help=out_help)
         p.add_argument("--build-dir", default="build")
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from .assemble import Compiled
+from .assemble import Compiled, resolve_gated
 from .errors import Netlist2TFError
 from .graph import keep_outputs
 from .ir import parse_netlist
@@ -42,6 +42,7 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
                                    for name, words in compiled.initial_memory.items()},
                 "dtype": str(dtype).split(".")[-1],
                 "outputs": None if compiled.outputs is None else list(compiled.outputs),
+                "gated": None if compiled.gated is None else [compiled.gated[0], list(compiled.gated[1])],
                 "settings": settings or {}, "stats": compiled.stats}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
         if folder.exists():
@@ -76,7 +77,9 @@ def load_checkpoint(folder, dtype=None):
     if meta.get("outputs") is not None:           # compiled with only these outputs
         netlist = keep_outputs(netlist, meta["outputs"])
     clocks = {r.clock for r in netlist.registers}
-    protocol = TraceProtocol.from_netlist(netlist, clocks, meta["chunk_bits"])
+    gated = meta.get("gated")
+    protocol = TraceProtocol.from_netlist(netlist, clocks, meta["chunk_bits"],
+                                          None if gated is None else resolve_gated(netlist, *gated))
     try:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or getattr(torch, meta["dtype"]))
     except Exception as exc:        # transformers raises many kinds; name the folder and the cause

@@ -23,6 +23,8 @@ class ModelRun:
     registers: list
     tokens: list
     writes: list
+    frame_tokens: list = None     # [row][cycle]: generated tokens of that frame (gated frames vary)
+    prompt_tokens: int = 0        # the prompt's length (every row's, padded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +71,14 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
                 logits = out.logits[:, -1]
         return logits
 
+    prompt_tokens = len(seqs[0])
     with single_thread():
-        return _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers, until)
+        if protocol.gated:
+            run = _run_gated(protocol, inputs, cycles, B, seqs, pending, feed, outputs, registers, until)
+        else:
+            run = _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers, until)
+    run.prompt_tokens = prompt_tokens
+    return run
 
 
 @contextlib.contextmanager
@@ -118,4 +126,63 @@ def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, regis
             writes[row].append(frames[-1].writes)
         if until is not None and until(cycle, frames):
             break
-    return ModelRun(outputs, registers, seqs, writes)
+    return ModelRun(outputs, registers, seqs, writes, [[n_gen] * len(o) for o in outputs])
+
+
+def _run_gated(protocol, inputs, cycles, B, seqs, pending, feed, outputs, registers, until) -> ModelRun:
+    """The run loop for a protocol with a gated register group: a row's frame is longer when its
+    gate is 1, so rows drift apart. Every step feeds each row one token (its next input token at a
+    frame start, else its own greedy choice); frames are reported to ``until`` in cycle order once
+    every row has finished that cycle."""
+    end = protocol.generated[-1]
+    longest = len(protocol.generated)
+    writes = [[] for _ in range(B)]
+    frames = [[] for _ in range(B)]
+    counts = [[] for _ in range(B)]
+    cycle = [0] * B
+    cur = [[] for _ in range(B)]
+
+    def host_tokens(row):
+        k = cycle[row]
+        return protocol.input_tokens(k, inputs[row][k] if k < len(inputs[row]) else {})
+
+    queue = [host_tokens(row) for row in range(B)]
+    logits = feed(pending) if pending[0] else None
+    reported = 0
+    while reported < cycles:
+        if logits is None and not all(queue):
+            raise Netlist2TFError("nothing to run: the design has no inputs and an empty prompt")
+        greedy = torch.argmax(logits.float(), dim=-1).tolist() if logits is not None else [None] * B
+        step = []
+        for row in range(B):
+            if queue[row]:
+                step.append(queue[row].pop(0))
+            else:
+                step.append(greedy[row])
+                cur[row].append(greedy[row])
+            seqs[row].append(step[-1])
+        logits = feed([[t] for t in step])
+        for row in range(B):
+            if not cur[row] or queue[row]:
+                continue
+            f = protocol.field(cur[row][-1])
+            if (f.kind, f.chunk) == end:
+                outs, regs = protocol.decode_frame(cycle[row], cur[row])
+                frames[row].append(Frame(outs, regs, protocol.decode_writes(cur[row])))
+                counts[row].append(len(cur[row]))
+                cycle[row] += 1
+                cur[row] = []
+                queue[row] = host_tokens(row)
+            elif len(cur[row]) >= longest:
+                protocol.decode_frame(cycle[row], cur[row])          # raises TraceError naming it
+        while reported < min(cycle) and reported < cycles:
+            stop = until is not None and until(reported, [frames[row][reported] for row in range(B)])
+            reported += 1
+            if stop:
+                cycles = reported
+    for row in range(B):
+        for fr in frames[row][:reported]:
+            outputs[row].append(fr.outputs)
+            registers[row].append(fr.registers)
+            writes[row].append(fr.writes)
+    return ModelRun(outputs, registers, seqs, writes, [c[:reported] for c in counts])

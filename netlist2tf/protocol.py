@@ -15,6 +15,12 @@ A token carries a *field*: (kind, chunk, parity, value) with ``chunk_bits`` bits
   later ports' groups disabled (so it too ends on the commit token); the largest memory's port comes
   last, which makes that just the memory's own group.
 
+A *gated* register group (``from_netlist(gated=...)``) is emitted only in the frames whose gate net
+is 1 (its REG chunks come first among the registers, packed on their own); in the other frames the
+model skips from the token before the group to the first ungated register chunk. The design promises
+that the group's values do not matter in a cycle after a frame that skipped them (e.g. a multiplier's
+operands while it is idle); tests check that promise by simulation (docs/COMPILER.md 2).
+
 Parity (docs/COMPILER.md 2): frame k reads register row ``k % 2`` and writes row ``(k + 1) % 2``.
 IN and OUT tokens of frame k carry ``k % 2``, REG tokens of frame k carry ``(k + 1) % 2`` (the row they
 write); the prompt's initial REG tokens carry 0. Token id layout: for each kind in (IN, OUT, REG), for
@@ -75,17 +81,21 @@ class TraceProtocol:
     mem_addr: tuple[Chunk, ...] = ()             # the MA chunks of every write port, port after port
     mem_data: tuple[Chunk, ...] = ()             # the MD chunks, likewise
     ports: tuple["WritePort", ...] = ()          # which MA/MD chunks belong to which memory
+    gated: tuple[int, ...] = ()                  # REG chunks emitted only when the gate net is 1
+    gate: int | None = None                      # that net (a register's next value, typically)
 
     @property
     def memories(self) -> tuple[str, ...]:
         return tuple(p.memory for p in self.ports)
 
     @staticmethod
-    def from_netlist(netlist: Netlist, clock_nets=frozenset(), chunk_bits: int = 8) -> "TraceProtocol":
-        def chunks(kind, items):
+    def from_netlist(netlist: Netlist, clock_nets=frozenset(), chunk_bits: int = 8,
+                     gated: tuple | None = None) -> "TraceProtocol":
+        """``gated``: None, or (gate net, register output nets of the gated group)."""
+        def chunks(kind, items, first=0):
             flat = [(n, f"{name}[{i}]" if len(sig) > 1 else name) for name, sig in items
                     for i, n in enumerate(sig)]
-            return tuple(Chunk(kind, j, tuple(n for n, _ in flat[s:s + chunk_bits]),
+            return tuple(Chunk(kind, first + j, tuple(n for n, _ in flat[s:s + chunk_bits]),
                                tuple(nm for _, nm in flat[s:s + chunk_bits]))
                          for j, s in enumerate(range(0, len(flat), chunk_bits)))
         ins = [(p.name, p.bits) for p in netlist.inputs if not set(p.bits) & set(clock_nets)]
@@ -98,6 +108,14 @@ class TraceProtocol:
                     seen[n] = str(netlist.nets[n])
         outs = [(name, (n,)) for n, name in seen.items()]
         regs = [(f"reg:{r.name}", r.q) for r in netlist.registers]
+        gate, group = (None, set()) if gated is None else (gated[0], set(gated[1]))
+        in_group = [r for r in regs if set(r[1]) <= group] if gated is not None else []
+        if gated is not None:
+            if not in_group or {n for _, q in in_group for n in q} != group:
+                raise Netlist2TFError("a gated group must be whole registers (their output nets)")
+            if len(in_group) == len(regs):
+                raise Netlist2TFError("a gated group needs at least one register outside it")
+            regs = in_group + [r for r in regs if not set(r[1]) <= group]
         if not regs and not outs:
             raise Netlist2TFError(f"{netlist.top} has no registers and no non-constant outputs: the "
                                   f"model would have nothing to generate")
@@ -123,19 +141,27 @@ class TraceProtocol:
                                    len(wp.addr), len(wp.data)))
             ma += a
             md += d
-        return TraceProtocol(chunk_bits, chunks(IN, ins), chunks(OUT, outs), chunks(REG, regs),
+        reg_chunks = chunks(REG, in_group)
+        reg_chunks += chunks(REG, regs[len(in_group):], len(reg_chunks))
+        return TraceProtocol(chunk_bits, chunks(IN, ins), chunks(OUT, outs), reg_chunks,
                              tuple((n, len(s)) for n, s in ins),
                              tuple((p.name, p.bits) for p in netlist.outputs),
-                             tuple((n, len(s)) for n, s in regs), tuple(ma), tuple(md), tuple(ports))
+                             tuple((n, len(s)) for n, s in regs), tuple(ma), tuple(md), tuple(ports),
+                             tuple(range(len(chunks(REG, in_group)))) if gated is not None else (), gate)
 
     # -- token ids -----------------------------------------------------------------------------
     def chunks_of(self, kind: str) -> tuple[Chunk, ...]:
         return {IN: self.inputs, OUT: self.outputs, REG: self.registers, MA: self.mem_addr,
                 MD: self.mem_data}[kind]
 
+    def frame_kinds(self, gate: bool = True) -> list[tuple[str, int]]:
+        """(kind, chunk) of a frame's generated tokens when the gate is ``gate``."""
+        skip = set() if gate else {(REG, j) for j in self.gated}
+        return [k for k in self.generated if k not in skip]
+
     @property
     def generated(self) -> list[tuple[str, int]]:
-        """(kind, chunk) of the generated tokens of a frame, in order."""
+        """(kind, chunk) of the generated tokens of a frame, in order (gated chunks included)."""
         out = [(k, c.index) for k in (OUT, REG) for c in self.chunks_of(k)]
         for p in self.ports:
             out += [(MA, j) for j in p.ma] + [(MD, j) for j in p.md]
@@ -230,7 +256,7 @@ class TraceProtocol:
         ``memory`` ({memory name: {address: word}}) its port group and the later ports' groups
         disabled; with no initial words, the last port's group disabled."""
         toks = [self.token(Field(REG, j, 0, v))
-                for j, v in enumerate(self._pack(self.registers, registers, self.register_names))]
+                for j, v in enumerate(self._pack_registers(registers))]
         memory = memory or {}
         unknown = sorted(set(memory) - set(self.memories))
         if unknown:
@@ -283,23 +309,27 @@ class TraceProtocol:
         return [self.token(Field(IN, j, cycle % 2, v))
                 for j, v in enumerate(self._pack(self.inputs, inputs, self.input_ports))]
 
-    def generated_tokens(self, cycle: int, chunk_values: dict, registers: dict) -> list[int]:
+    def generated_tokens(self, cycle: int, chunk_values: dict, registers: dict, gate: bool = True) -> list[int]:
         """The generated tokens of frame ``cycle`` (the inverse of ``decode_frame``): OUT, MA and MD
         chunk values from ``chunk_values`` ({(kind, chunk index): value}), REG chunks packed from
-        ``registers`` (state name -> next value)."""
-        regs = self._pack(self.registers, registers, self.register_names)
+        ``registers`` (state name -> next value); the gated group only if ``gate``."""
+        regs = self._pack_registers(registers)
         return [self.token(Field(kind, j, self.parity_of(kind, cycle % 2),
                                  regs[j] if kind == REG else chunk_values[(kind, j)]))
-                for kind, j in self.generated]
+                for kind, j in self.frame_kinds(gate)]
 
     def decode_frame(self, cycle: int, tokens: list[int]) -> tuple[dict, dict]:
         """The generated tokens of frame ``cycle`` -> ({output: value}, {register: next value});
-        the memory write tokens are checked for their place in the frame, not decoded.
+        the memory write tokens are checked for their place in the frame, not decoded (see
+        ``decode_writes``). A frame without the gated group has no values for its registers.
 
         Raises TraceError naming the first token that breaks the protocol."""
-        expect = [(k, j, self.parity_of(k, cycle % 2)) for k, j in self.generated]
-        if len(tokens) != len(expect):
-            raise TraceError(f"cycle {cycle}: {len(tokens)} generated tokens, the protocol has {len(expect)}")
+        full, short = len(self.generated), len(self.generated) - len(self.gated)
+        if len(tokens) not in (full, short):
+            raise TraceError(f"cycle {cycle}: {len(tokens)} generated tokens, the protocol has {full}"
+                             + (f" (or {short} without the gated registers)" if self.gated else ""))
+        gate = len(tokens) == full
+        expect = [(k, j, self.parity_of(k, cycle % 2)) for k, j in self.frame_kinds(gate)]
         values = []
         for pos, (tok, want) in enumerate(zip(tokens, expect)):
             f = self.field(tok)
@@ -307,12 +337,31 @@ class TraceProtocol:
                 raise TraceError(f"cycle {cycle}, token {pos}: got {f.kind} chunk {f.chunk} parity "
                                  f"{f.parity}, expected {want[0]} chunk {want[1]} parity {want[2]}")
             values.append(f.value)
-        n_out, n_reg = len(self.outputs), len(self.registers)
+        n_out, n_reg = len(self.outputs), len(self.registers) - (0 if gate else len(self.gated))
         bits = [(v >> i) & 1 for v in values[:n_out] for i in range(self.chunk_bits)]
         net_value = {n: b for n, b in zip((n for c in self.outputs for n in c.bits), bits)}
         net_value.update({CONST0: 0, CONST1: 1, CONSTX: 0})
         outputs = {name: sum(net_value[n] << i for i, n in enumerate(nets)) for name, nets in self.output_ports}
-        return outputs, self._unpack(values[n_out:n_out + n_reg], self.register_names)
+        k, g = self._gated_registers(), len(self.gated)
+        regs = values[n_out:n_out + n_reg]
+        registers = self._unpack(regs[g:] if gate else regs, self.register_names[k:])
+        if gate:
+            registers.update(self._unpack(regs[:g], self.register_names[:k]))
+        return outputs, registers
+
+    def _pack_registers(self, registers: dict) -> list[int]:
+        """REG chunk values of ``registers``: the gated group packed on its own, then the rest."""
+        k = self._gated_registers()
+        return self._pack(None, registers, self.register_names[:k]) + \
+            self._pack(None, registers, self.register_names[k:])
+
+    def _gated_registers(self) -> int:
+        """How many of ``register_names`` (the first ones) make up the gated group."""
+        bits, k = sum(len(self.registers[j].bits) for j in self.gated), 0
+        while bits > 0:
+            bits -= self.register_names[k][1]
+            k += 1
+        return k
 
     def decode_writes(self, tokens: list[int]) -> dict:
         """The memory writes of a frame's generated tokens (already checked by ``decode_frame``):
@@ -341,6 +390,7 @@ class TraceProtocol:
                               "first_token": [self._base(k, c.index, 0), self._base(k, c.index, 1)]}
                              for c in self.chunks_of(k)] for k in KINDS},
                "write_ports": [{"memory": p.memory, "ma": list(p.ma), "md": list(p.md)} for p in self.ports],
+               "gated_reg_chunks": list(self.gated),
                "frame": "IN chunks (host), OUT chunks, REG chunks, then per write port MA and MD "
                         "chunks (generated); parity per docs/COMPILER.md"}
         return json.dumps(doc, indent=1, sort_keys=True) + "\n"

@@ -37,7 +37,8 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
                  seed: int = 0, prefill: bool = True, initial_memory: dict | None = None):
     """Run both; return (the first Divergence or None, the ModelRun)."""
     # The simulator's run, recorded per row: the inputs it got, its outputs, its state after each edge.
-    sim = Simulator(netlist, batch=batch)
+    probe = () if protocol.gate is None else (Port("__gate", "output", (protocol.gate,), False),)
+    sim = Simulator(dataclasses.replace(netlist, ports=netlist.ports + probe), batch=batch)
     stim = RandomStimulus(seed)
     inputs = [[{} for _ in range(cycles)] for _ in range(batch)]
     outputs = [[{} for _ in range(cycles)] for _ in range(batch)]
@@ -54,11 +55,15 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
                     initial_memory=initial_memory)
     for k in range(cycles):
         for row in range(batch):
+            gate = outputs[row][k].pop("__gate", 1)
             for n, v in outputs[row][k].items():
                 if run.outputs[row][k][n] != v:
                     return Divergence(k, row, f"output {n}", run.outputs[row][k][n], v), run
+            emitted = len(run.registers[row][k]) == len(regs[row][k])
+            if emitted != bool(gate):
+                return Divergence(k, row, "gated registers emitted", int(emitted), gate), run
             for n, v in regs[row][k].items():
-                if run.registers[row][k][n] != v:
+                if n in run.registers[row][k] and run.registers[row][k][n] != v:
                     return Divergence(k, row, f"register {n[4:]}", run.registers[row][k][n], v), run
     return None, run
 
@@ -75,13 +80,17 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
 def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, batch: int = 1,
                     seed: int = 0, initial_memory=None, stimulus=None):
     """The trace the compiled model must produce, from the netlist simulator with the same seeded
-    inputs as ``verify_model`` (or ``stimulus``, a ``sim.Stimulus``): (token rows, generated mask,
-    [(cycle, position of its first generated token)]). The generated chunks' nets are exposed as
-    extra output ports, so memory write tokens come from the simulator too. ``initial_memory``:
-    {memory name: {address: word}}, or a list of those (one per row; prompts padded to one length)."""
+    inputs as ``verify_model`` (or ``stimulus``, a ``sim.Stimulus``): (token rows, generated mask
+    per row, per row [(cycle, position of its first generated token)]). Rows are padded at the end
+    to one length (a gated protocol's frames differ in length; the padding is never checked). The
+    generated chunks' nets (and the gate) are exposed as extra output ports, so memory write tokens
+    come from the simulator too. ``initial_memory``: {memory name: {address: word}}, or a list of
+    those (one per row; prompts padded to one length)."""
     probes = [(kind, c.index) for kind in (OUT, MA, MD) for c in protocol.chunks_of(kind)]
     extra = tuple(Port(f"__chunk_{kind}_{j}", "output", protocol.chunks_of(kind)[j].bits, False)
                   for kind, j in probes)
+    if protocol.gate is not None:
+        extra += (Port("__gate", "output", (protocol.gate,), False),)
     sim = Simulator(dataclasses.replace(netlist, ports=netlist.ports + extra), batch=batch)
     mems = initial_memory if isinstance(initial_memory, list) else [initial_memory] * batch
     for row, mem in enumerate(mems):
@@ -90,8 +99,8 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
     sim.set_state({k: v for k, v in initial_registers.items() if k in sim.state_names})
     stim = stimulus or RandomStimulus(seed)
     rows = protocol.initial_prompts(initial_registers, mems)
-    generated = [False] * len(rows[0])
-    frames = []
+    generated = [[False] * len(rows[0]) for _ in range(batch)]
+    frames = [[] for _ in range(batch)]
     for k in range(cycles):
         vals = stim.values(k, sim)
         out = sim.step(vals)
@@ -101,11 +110,16 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
             n_in = len(toks)
             toks += protocol.generated_tokens(
                 k, {(kind, j): _lane(out[f"__chunk_{kind}_{j}"], row) for kind, j in probes},
-                {n: _lane(v, row) for n, v in state.items() if n.startswith("reg:")})
-            if row == 0:
-                frames.append((k, len(rows[0]) + n_in))
-                generated += [False] * n_in + [True] * (len(toks) - n_in)
+                {n: _lane(v, row) for n, v in state.items() if n.startswith("reg:")},
+                gate=protocol.gate is None or bool(_lane(out["__gate"], row)))
+            frames[row].append((k, len(rows[row]) + n_in))
+            generated[row] += [False] * n_in + [True] * (len(toks) - n_in)
             rows[row] += toks
+    longest = max(len(r) for r in rows)
+    for row in range(batch):
+        pad = longest - len(rows[row])
+        rows[row] += [rows[row][-1]] * pad
+        generated[row] += [False] * pad
     return rows, generated, frames
 
 
@@ -137,15 +151,15 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
             cache = out.cache
             pred = torch.argmax(out.logits.float(), dim=-1)
             want = ids[:, start + 1:stop + 1]
-            mask = torch.tensor(generated[start + 1:stop + 1], device=device)
+            mask = torch.tensor([g[start + 1:stop + 1] for g in generated], device=device)
             bad = (pred != want) & mask
             if bool(bad.any()):
                 hits = torch.nonzero(bad).tolist()
                 row, col = min(hits, key=lambda rc: (rc[1], rc[0]))     # earliest position
                 pos = start + 1 + col
-                return _token_divergence(protocol, frames, pos, row, int(pred[row, col]),
+                return _token_divergence(protocol, frames[row], pos, row, int(pred[row, col]),
                                          rows[row][pos]), pos
-    return None, sum(generated) * batch
+    return None, sum(sum(g) for g in generated)
 
 
 def _token_divergence(protocol, frames, pos: int, row: int, got: int, want: int) -> Divergence:

@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from netlist2tf.assemble import resolve_gated
 from netlist2tf.errors import Netlist2TFError
 from netlist2tf.graph import keep_outputs
 from netlist2tf.protocol import TraceProtocol
@@ -22,7 +23,7 @@ from netlist2tf.verify import expected_tokens
 
 from cpu.fuzz import random_program
 from cpu.isa_tests import ISA_TESTS, TRAP_TESTS, hazard_programs, ram_needed
-from cpu.model_engine import MODEL_OUTPUTS, MODEL_RAM_SIZE, TraceDecoder, compiled_netlist, decode_trace
+from cpu.model_engine import GATED, MODEL_OUTPUTS, MODEL_RAM_SIZE, TraceDecoder, compiled_netlist, decode_trace
 from cpu.netlist_engine import run_netlist_batch
 from cpu.unicorn_ref import run_unicorn
 
@@ -32,7 +33,7 @@ RAM = MODEL_RAM_SIZE
 @pytest.fixture(scope="module")
 def compiled(build_dir):
     nl = compiled_netlist(RAM, build_dir)
-    proto = TraceProtocol.from_netlist(nl, {r.clock for r in nl.registers})
+    proto = TraceProtocol.from_netlist(nl, {r.clock for r in nl.registers}, 8, resolve_gated(nl, *GATED))
     inits = {f"reg:{r.name}": r.init for r in nl.registers}
     return nl, proto, inits
 
@@ -45,7 +46,7 @@ def decoded_runs(compiled, images, max_steps=1_000_000):
     stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
     mems = [{"ram": img.words()} for img in images]
     rows, _, frames = expected_tokens(proto, nl, inits, cycles, len(images), 0, mems, stimulus=stim)
-    return full, [decode_trace(proto, TraceDecoder(nl, inits, mem, max_steps), rows[i], frames)
+    return full, [decode_trace(proto, TraceDecoder(nl, inits, mem, max_steps), rows[i], frames[i])
                   for i, mem in enumerate(mems)]
 
 
@@ -63,10 +64,11 @@ def check(compiled, images, max_steps=1_000_000):
     return decoded
 
 
-def test_model_emits_27_tokens_a_cycle(compiled):
+def test_model_emits_15_tokens_a_cycle_28_while_multiplying(compiled):
     nl, proto, _ = compiled
     assert [p.name for p in nl.outputs] == list(MODEL_OUTPUTS)
-    assert len(proto.outputs) == 3 and len(proto.generated) == 27
+    assert len(proto.outputs) == 3 and len(proto.registers) == 19 and len(proto.gated) == 13
+    assert len(proto.generated) == 28 and len(proto.frame_kinds(False)) == 15
 
 
 def test_hazards(compiled):

@@ -76,3 +76,30 @@ class TwoMemories(wiring.Component):
                      rw.addr.eq(count - 1),
                      self.out_big.eq(rb.data), self.out_wide.eq(rw.data)]
         return m
+
+
+class SerialMultiplier(wiring.Component):
+    """An 8x8 shift-add multiplier: ``start`` loads ``a`` and ``b``, 8 steps later ``p`` holds the
+    product and ``busy`` falls. Its working registers (``acc``, ``mcand``, ``mult``, ``count``) only
+    matter while it is busy: a start loads them, nothing else reads them (the gated register group
+    of the compiler's tests)."""
+    start: In(1)
+    a: In(8)
+    b: In(8)
+    busy: Out(1)
+    p: Out(16)
+
+    def elaborate(self, platform):
+        m = Module()
+        busy = Signal()
+        acc, mcand, mult = Signal(16, name="acc"), Signal(16, name="mcand"), Signal(8, name="mult")
+        count, result = Signal(3, name="count"), Signal(16, name="result")
+        total = acc + (mcand & mult[0].replicate(16))
+        with m.If(busy):
+            m.d.sync += [acc.eq(total), mcand.eq(mcand << 1), mult.eq(mult >> 1), count.eq(count + 1)]
+            with m.If(count == 7):
+                m.d.sync += [busy.eq(0), result.eq(total)]
+        with m.Elif(self.start):
+            m.d.sync += [busy.eq(1), acc.eq(0), mcand.eq(self.a), mult.eq(self.b), count.eq(0)]
+        m.d.comb += [self.busy.eq(busy), self.p.eq(result)]
+        return m
