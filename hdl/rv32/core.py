@@ -330,7 +330,7 @@ class Core(wiring.Component):
             (opcode == OP_AUIPC, (pc + imm_u)[:32]),
             (is_jal | is_jalr, pc4),
             (is_load, load_val),
-            (is_mul | is_div, m_res),
+            ((is_mul | is_div) & m_done, m_res),     # only when it retires: M state is stale before
             (is_zba, zba_res),
             (is_alu, alu),
         ]
