@@ -9,10 +9,12 @@ Prints:
    an M instruction after which the M unit is busy (its gated registers are emitted), so this is
    computed from the netlist engine's cycle counts and unicorn's count of M instructions, without
    hours of generation; per instruction class too;
-3. tokens/s and instructions/s of the model on a short program: batch 1 and batch 8 (float32), batch 1
-   bfloat16, and teacher-forced checking, next to unicorn and the netlist simulator on the same
-   program (their instructions/s, and the ratios; on a program this short their start-up dominates:
-   the table of section 2 has their steady-state instructions/s on the real programs).
+3. tokens/s and instructions/s of the model generating a short program: batch 1 and batch 8
+   (float32), batch 1 bfloat16, next to unicorn and the netlist simulator on the same program (their
+   instructions/s, and the ratios; on a program this short their start-up dominates: the table of
+   section 2 has their steady-state instructions/s on the real programs);
+4. teacher-forced checking (how the tests check long programs) in float32 and bfloat16 on the first
+   ``--tf-cycles`` cycles of hello.c: tokens/s with and without the netlist trace's time.
 
     .venv/bin/python bench/model_speed.py [--rows 8] [--skip-table]
 """
@@ -57,6 +59,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=8, help="batch size of the batched run (default 8)")
     ap.add_argument("--skip-table", action="store_true", help="skip the program-table section")
+    ap.add_argument("--tf-cycles", type=int, default=400,
+                    help="cycles of hello.c checked teacher-forced (default 400)")
     args = ap.parse_args()
 
     model, protocol, netlist, inits, meta, folder = load_model(RAM)
@@ -125,15 +129,29 @@ def main():
               f"netlist/model {rate(n.instructions, tn) / rate(instr, dt):,.0f}x)")
     from netlist2tf.sim import TableStimulus
     from netlist2tf.verify import verify_teacher_forced
-    stim = TableStimulus({"rst": np.zeros(n.cycles + 1, dtype=np.uint64)})
+    # Teacher forcing (how the tests check long programs): the first cycles of hello.c, whose trace is
+    # long enough for full forward windows; float32 and bfloat16, one thread as in the tests.
+    prog = next(p for p in PROGRAMS if p.name == "hello")
+    img = load_elf(compile_c(prog.path, ram_size=RAM), ram_size=RAM)
+    cycles = args.tf_cycles
+    stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
+    from netlist2tf.verify import expected_tokens
     t0 = time.perf_counter()
-    div, checked = verify_teacher_forced(model, protocol, netlist, inits, n.cycles + 1, 1, 0,
-                                         [{"ram": img.words()}], stimulus=stim)
-    dt = time.perf_counter() - t0
-    assert div is None, str(div)
-    print(f"{'teacher-forced':16s} {rate(n.instructions, dt):14,.3f} instructions/s {rate(checked, dt):10,.1f} "
-          f"tokens/s checked (fp32, batch 1, netlist trace + forward calls)")
-
+    expected_tokens(protocol, netlist, inits, cycles, 1, 0, [{"ram": img.words()}], stimulus=stim)
+    t_sim = time.perf_counter() - t0                # the netlist trace, part of every check below
+    print(f"(teacher forcing: the netlist trace of {cycles} cycles takes {t_sim:.1f} s of each check; "
+          f"'forward' rates exclude it)")
+    for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
+        model.to(dtype)
+        t0 = time.perf_counter()
+        div, checked = verify_teacher_forced(model, protocol, netlist, inits, cycles, 1, 0,
+                                             [{"ram": img.words()}], stimulus=stim)
+        dt = time.perf_counter() - t0
+        model.to(torch.float32)
+        assert div is None, str(div)
+        print(f"{'teacher-forced ' + name:16s} {rate(cycles, dt):14,.3f} cycles/s       {rate(checked, dt):10,.1f} "
+              f"tokens/s checked, forward {rate(checked, dt - t_sim):,.1f} tokens/s (hello.c, first {cycles} "
+              f"cycles, {checked:,} tokens; batch 1, one thread)")
 
 if __name__ == "__main__":
     main()

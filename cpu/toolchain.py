@@ -275,8 +275,13 @@ def compile_c(source_path, out_elf=None, ram_size: int = DEFAULT_RAM_SIZE, compi
                 raise CompileError(f"{compiler} took longer than {_TIMEOUT_S} s compiling {source_path}") from None
             if proc.returncode != 0 or not os.path.getsize(tmp):
                 output = (proc.stderr + proc.stdout).strip()
+                hint = ""
+                if "does not fit in RAM" in output:          # the linker script's ASSERT
+                    hint = (f"\n{source_path} needs more than the {ram_size:,} bytes of RAM it was linked for: "
+                            f"pass a larger --ram-size (cpu run --engine model defaults to the compiled "
+                            f"model's RAM; a larger RAM compiles a larger checkpoint)")
                 raise CompileError(f"{compiler} failed to compile {source_path} (exit status {proc.returncode}):\n"
-                                   f"{output}")
+                                   f"{output}{hint}")
             os.replace(tmp, cached)
         finally:
             if os.path.exists(tmp):

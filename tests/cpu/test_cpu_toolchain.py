@@ -71,8 +71,9 @@ def test_link_error_and_too_big_for_ram(tmp_path):
     big = tmp_path / "big.c"
     big.write_text('#include "runtime.h"\nstatic char buf[100000];\n'
                    'int main(void) { buf[5] = 1; return buf[(unsigned)main & 7]; }\n')
-    with pytest.raises(CompileError, match="does not fit in RAM"):
+    with pytest.raises(CompileError, match="does not fit in RAM") as e:
         compile_c(big, cache_dir=tmp_path)
+    assert "pass a larger --ram-size" in str(e.value)          # the fix is named
 
 
 def test_missing_source(tmp_path):

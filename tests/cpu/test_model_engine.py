@@ -103,6 +103,10 @@ def test_fuzzed_subset_teacher_forced(model):
     assert _teacher_forced(model, images) > 0
 
 
+def _dtype(request):
+    return getattr(torch, request.config.getoption("--model-dtype"))
+
+
 def test_fuzzed_teacher_forced(request, model):
     """``--model-fuzz N`` compact fuzzed programs (seeds 1000..), teacher-forced in batches of 10: the
     model's greedy choice at every generated position is the netlist simulator's token (so generation
@@ -112,7 +116,7 @@ def test_fuzzed_teacher_forced(request, model):
         pytest.skip("pass --model-fuzz N to check N fuzzed programs on the model")
     for start in range(0, n, 10):
         images = [random_program(1000 + s, 12, RAM, compact=True) for s in range(start, min(n, start + 10))]
-        assert _teacher_forced(model, images) > 0
+        assert _teacher_forced(model, images, _dtype(request)) > 0
 
 
 def test_fuzzed_generated(request, model):
@@ -129,12 +133,13 @@ def test_fuzzed_generated(request, model):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["hello", "fibonacci", "sieve", "quicksort", "crc32", "matmul", "strings",
                                   "recursion", "longlong", "muldiv", "tokenizer"])      # libc needs > 16 KiB
-def test_program_table_teacher_forced(model, name):
+def test_program_table_teacher_forced(request, model, name):
     """The program table (16 KiB RAM) on the model, teacher-forced against the netlist simulator
-    (hours per program at ~70 tokens/s: run selectively, e.g. -k hello)."""
+    (0.2-7 hours per program at ~80 tokens/s in float32, ~190 in bfloat16 with --model-dtype bfloat16:
+    run selectively, e.g. -k hello)."""
     from cpu.elf import load_elf
     from cpu.programs import PROGRAMS_BY_NAME
     from cpu.toolchain import compile_c
 
     img = load_elf(compile_c(PROGRAMS_BY_NAME[name].path, ram_size=RAM), ram_size=RAM)
-    assert _teacher_forced(model, [img]) > 0
+    assert _teacher_forced(model, [img], _dtype(request)) > 0
