@@ -29,29 +29,41 @@ def core(build_dir):
     return parse_netlist(synthesize(core_design(RAM), FLOW, build_dir).json_text)
 
 
+class Scrambler:
+    """Overwrites the gated group's registers with random bits when the gate register is 0."""
+
+    def __init__(self, nl, seed: int | None):
+        gate_q = {s.name: s.bits for s in nl.signals}[GATED[0]][0]
+        _, group = resolve_gated(nl, *GATED)
+        self.group = [f"reg:{r.name}" for r in nl.registers if set(r.q) <= set(group)]
+        self.busy = next(f"reg:{r.name}" for r in nl.registers if r.q == (gate_q,))
+        assert len(self.group) == len(group) == 101      # 1-bit register slices: m_hi, m_lo, m_op, count
+        self.rng = np.random.default_rng(seed) if seed is not None else None
+        self.count = 0
+
+    def __call__(self, sim):
+        """Before a cycle: scramble the group if that cycle starts idle (and a seed was given)."""
+        if self.rng is not None and sim.state()[self.busy] == 0:
+            sim.set_state({n: int(b) for n, b in zip(self.group, self.rng.integers(0, 2, len(self.group)))})
+            self.count += 1
+
+
 def run_scrambled(nl, image, seed: int, limit: int = 200_000):
     """The netlist simulator's run with the gated group randomized whenever the gate register is 0."""
-    gate_q = {s.name: s.bits for s in nl.signals}[GATED[0]][0]
-    _, group = resolve_gated(nl, *GATED)
-    group_regs = [f"reg:{r.name}" for r in nl.registers if set(r.q) <= set(group)]
-    busy = next(f"reg:{r.name}" for r in nl.registers if r.q == (gate_q,))
-    assert len(group_regs) == len(group) == 101          # 1-bit register slices: m_hi, m_lo, m_op, count
+    scramble = Scrambler(nl, seed)
     sim = Simulator(nl)
     sim.load_memory("ram", image.words())
-    rng = np.random.default_rng(seed)
-    records, console, scrambled = [], bytearray(), 0
+    records, console = [], bytearray()
     for _ in range(limit):
-        if sim.state()[busy] == 0:
-            sim.set_state({n: int(b) for n, b in zip(group_regs, rng.integers(0, 2, len(group_regs)))})
-            scrambled += 1
+        scramble(sim)
         out = sim.step({"rst": 0})
         if out["rvfi_valid"]:
             records.append(Retire(**{f: int(out["rvfi_" + f]) for f in RETIRE_FIELDS}))
         if out["console_valid"]:
             console.append(int(out["console_data"]))
         if out["halt"]:
-            return records, bytes(console), halt_from_port(lambda n: int(out[n])), scrambled
-    return records, bytes(console), Halt(Halt.STEP_LIMIT, 0), scrambled
+            return records, bytes(console), halt_from_port(lambda n: int(out[n])), scramble.count
+    return records, bytes(console), Halt(Halt.STEP_LIMIT, 0), scramble.count
 
 
 def _check(nl, images):
@@ -94,18 +106,15 @@ def emitted_values(nl, proto, image, seed: int | None, limit: int = 100_000):
     gate = Port("__gate", "output", (proto.gate,), False)
     sim = Simulator(dataclasses.replace(nl, ports=nl.ports + (probe, gate)))
     sim.load_memory("ram", image.words())
+    scramble = Scrambler(nl, seed)
     group = {n for j in proto.gated for n in proto.registers[j].bits}
-    group_regs = [f"reg:{r.name}" for r in nl.registers if set(r.q) <= group]
-    gate_q = {s.name: s.bits for s in nl.signals}[GATED[0]][0]
-    busy = next(f"reg:{r.name}" for r in nl.registers if r.q == (gate_q,))
-    rng = np.random.default_rng(seed)
+    assert {f"reg:{r.name}" for r in nl.registers if set(r.q) <= group} == set(scramble.group)
     trace = []
     for _ in range(limit):
-        if seed is not None and sim.state()[busy] == 0:
-            sim.set_state({n: int(b) for n, b in zip(group_regs, rng.integers(0, 2, len(group_regs)))})
+        scramble(sim)
         out = sim.step({"rst": 0})
         state = sim.state()
-        regs = {n: v for n, v in state.items() if n.startswith("reg:") and (out["__gate"] or n not in group_regs)}
+        regs = {n: v for n, v in state.items() if n.startswith("reg:") and (out["__gate"] or n not in scramble.group)}
         trace.append((dict(out), regs))
         if out["halt"]:
             break
@@ -118,7 +127,6 @@ def test_every_emitted_token_ignores_the_stale_group(which, build_dir):
     same with the M state scrambled in idle cycles. (An M instruction's start cycle once put the stale
     product on the write port's data: harmless, as the write is disabled, but not the simulator's
     token.)"""
-    from netlist2tf.assemble import resolve_gated
     from netlist2tf.protocol import TraceProtocol
 
     from cpu.model_engine import compiled_netlist
