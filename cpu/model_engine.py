@@ -123,7 +123,11 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir="build", lo
     key = (str(folder), str(dtype))
     if key not in _LOADED:
         _LOADED.clear()                      # one model in memory at a time (they are large)
-        _LOADED[key] = (*load_checkpoint(folder, dtype), folder)
+        try:
+            _LOADED[key] = (*load_checkpoint(folder, dtype), folder)
+        except Netlist2TFError as exc:       # a damaged cache entry (an interrupted copy, a full disk)
+            raise Netlist2TFError(f"{exc}\n{folder} is a cache of the compiled CPU: delete it and run again "
+                                  f"to rebuild it") from None
     return _LOADED[key]
 
 

@@ -140,3 +140,21 @@ def test_model_options(monkeypatch, capsysbinary):
     assert calls == [(16384, "bfloat16", 2, False)]
     assert b"330 generated tokens (40 prompt tokens), 82.5 tokens/instruction, 330.0 tokens/s" in err
     assert b"layer report build/cpu-model/x/report/report.html" in err
+
+
+def test_model_damaged_cache(monkeypatch, tmp_path, capsys):
+    """A damaged cached checkpoint (here: compile.json cut short) is one error that names the folder
+    and the fix (delete the cache entry), not a traceback."""
+    from cpu import model_engine
+
+    folder = tmp_path / "cpu-model" / "0123456789abcdef"
+    folder.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors", "netlist.json"):
+        (folder / name).write_text("{}")
+    (folder / "compile.json").write_text('{"format": ')
+    monkeypatch.setattr(model_engine, "build_checkpoint", lambda *a, **k: folder)
+    monkeypatch.setattr(model_engine, "_LOADED", {})
+    hi = Path(cli.__file__).parent / "programs" / "hi.c"
+    assert cli.main(["run", str(hi), "--engine", "model"]) == 2
+    err = capsys.readouterr().err
+    assert "compile.json is not JSON" in err and f"{folder} is a cache" in err and "delete it" in err
