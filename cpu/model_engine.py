@@ -87,9 +87,7 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
     folder = Path(build_dir) / "cpu-model" / key
     if (folder / "compile.json").is_file() and (folder / "report" / "report.html").is_file():
         return folder
-    for old in folder.parent.glob("*"):          # one checkpoint at a time: they are ~2 GB each
-        if old.is_dir() and len(old.name) == 16 and old.name != key:     # not emit's temporary dirs
-            shutil.rmtree(old, ignore_errors=True)
+    evict_stale(folder.parent, key, settings["design"])
     log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}) ...")
     t0 = time.perf_counter()
     netlist = parse_netlist(result.json_text, str(result.json_path))
@@ -102,6 +100,20 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
         f"{st['parameters'] / 1e6:.1f} M parameters ({st['nonzero'] / 1e6:.1f} M non-zero), "
         f"{st['generated_tokens_per_cycle']} generated tokens per cycle")
     return folder
+
+
+def evict_stale(cache: Path, key: str, design: str):
+    """Delete the cached checkpoints of ``design`` other than ``key`` (stale: an older netlist,
+    compiler or settings; 2 GB and more each), and unreadable ones; keep other designs' (another
+    RAM size) and emit's temporary folders."""
+    for old in Path(cache).glob("*"):
+        if old.is_dir() and len(old.name) == 16 and old.name != key:
+            try:
+                cached = json.loads((old / "compile.json").read_text())["settings"]["design"]
+            except (OSError, ValueError, KeyError, TypeError):
+                cached = None
+            if cached in (None, design):
+                shutil.rmtree(old, ignore_errors=True)
 
 
 def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir="build"):

@@ -158,3 +158,28 @@ def test_model_damaged_cache(monkeypatch, tmp_path, capsys):
     assert cli.main(["run", str(hi), "--engine", "model"]) == 2
     err = capsys.readouterr().err
     assert "compile.json is not JSON" in err and f"{folder} is a cache" in err and "delete it" in err
+
+
+def test_checkpoint_cache_keeps_one_per_ram_size(tmp_path):
+    """A rebuilt CPU checkpoint replaces stale ones of the same design (RAM size) only; other RAM
+    sizes' checkpoints and emit's temporary folders stay."""
+    import json
+
+    from cpu.model_engine import core_design, evict_stale
+
+    def entry(name, design):
+        d = tmp_path / name
+        d.mkdir()
+        if design is not None:
+            (d / "compile.json").write_text(json.dumps({"settings": {"design": design}}))
+        return d
+
+    small, big = core_design(16384), core_design(32768)
+    new = entry("a" * 16, small)
+    stale = entry("b" * 16, small)
+    other = entry("c" * 16, big)
+    broken = entry("d" * 16, None)
+    tmp = entry(".tmp-emit-123", small)
+    evict_stale(tmp_path, new.name, small)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([new.name, other.name, tmp.name])
+    assert not stale.exists() and not broken.exists()
