@@ -8,7 +8,7 @@ import pytest
 from cpu.machine import (CONSOLE_ADDR, TRAP_ECALL, TRAP_ILLEGAL_INSN, TRAP_INSN_MISALIGNED, TRAP_LOAD_FAULT,
                          TRAP_LOAD_MISALIGNED, TRAP_STORE_FAULT, TRAP_STORE_MISALIGNED, Halt, Image, Retire)
 from cpu.unicorn_ref import TRAP_INSN_FAULT, decode, is_legal, run_unicorn
-from cpu.asm import (add, addi, beq, bne, ebreak, ecall, jal, jalr, lb, lbu, lh, lhu, li, lui, lw, nop, sb,
+from cpu.asm import (add, addi, beq, bne, ebreak, ecall, jal, jalr, lb, lbu, lh, lhu, li, lw, nop, sb,
                      sh, sh1add, sh2add, sh3add, sw)
 
 ECALL, EBREAK, NOP = ecall(), ebreak(), nop()[0]

@@ -73,7 +73,7 @@ def test_sample_program_hi(model):
     assert res.tokens == 15 * res.cycles            # no M instruction: the M state is never emitted
 
 
-def _teacher_forced(model, images, dtype=torch.float32):
+def _teacher_forced(model, images, dtype=torch.float32, device="cpu"):
     """Every generated token of the netlist simulator's trace is the model's greedy choice."""
     from netlist2tf.sim import TableStimulus
     from netlist2tf.verify import expected_tokens, verify_teacher_forced
@@ -85,9 +85,9 @@ def _teacher_forced(model, images, dtype=torch.float32):
         assert (n.records, n.console, n.halt) == (ref.records, ref.console, ref.halt)
     cycles = max(n.cycles for n in net) + 1
     stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
-    div, checked = verify_teacher_forced(m.to(dtype), protocol, netlist, inits, cycles, len(images), 0,
+    div, checked = verify_teacher_forced(m.to(dtype).to(device), protocol, netlist, inits, cycles, len(images), 0,
                                          [{"ram": img.words()} for img in images], stimulus=stim)
-    m.to(torch.float32)
+    m.to("cpu").to(torch.float32)
     assert div is None, str(div)
     # the trace the model was just shown to generate, decoded by the host, equals unicorn's run
     mems = [{"ram": img.words()} for img in images]
@@ -103,8 +103,9 @@ def test_fuzzed_subset_teacher_forced(model):
     assert _teacher_forced(model, images) > 0
 
 
-def _dtype(request):
-    return getattr(torch, request.config.getoption("--model-dtype"))
+def _options(request):
+    """(dtype, device) of the long teacher-forced checks: --model-dtype, --model-device."""
+    return getattr(torch, request.config.getoption("--model-dtype")), request.config.getoption("--model-device")
 
 
 def test_fuzzed_teacher_forced(request, model):
@@ -116,7 +117,7 @@ def test_fuzzed_teacher_forced(request, model):
         pytest.skip("pass --model-fuzz N to check N fuzzed programs on the model")
     for start in range(0, n, 10):
         images = [random_program(1000 + s, 12, RAM, compact=True) for s in range(start, min(n, start + 10))]
-        assert _teacher_forced(model, images, _dtype(request)) > 0
+        assert _teacher_forced(model, images, *_options(request)) > 0
 
 
 def test_fuzzed_generated(request, model):
@@ -142,7 +143,7 @@ def test_program_table_teacher_forced(request, model, name):
     from cpu.toolchain import compile_c
 
     img = load_elf(compile_c(PROGRAMS_BY_NAME[name].path, ram_size=RAM), ram_size=RAM)
-    assert _teacher_forced(model, [img], _dtype(request)) > 0
+    assert _teacher_forced(model, [img], *_options(request)) > 0
 
 
 @pytest.mark.slow
