@@ -34,8 +34,8 @@ from cpu.elf import load_elf  # noqa: E402
 from cpu.machine import Image  # noqa: E402
 from cpu.model_engine import M_CYCLES, MODEL_RAM_SIZE, load_model, run_model_batch  # noqa: E402
 from cpu.netlist_engine import run_netlist  # noqa: E402
-from cpu.programs import PROGRAMS  # noqa: E402
-from cpu.toolchain import CompileError, compile_c  # noqa: E402
+from cpu.programs import PROGRAMS, table_images  # noqa: E402
+from cpu.toolchain import compile_c  # noqa: E402
 from cpu.unicorn_ref import run_unicorn  # noqa: E402
 
 RAM = MODEL_RAM_SIZE
@@ -81,10 +81,8 @@ def main():
               f"{gen - gen_off} x {M_CYCLES - 1} per M instruction)")
         print(f"{'program':12s} {'instructions':>12s} {'cycles':>9s} {'tokens':>11s} {'tokens/instr':>12s} "
               f"{'unicorn i/s':>12s} {'netlist i/s':>12s}")
-        for prog in PROGRAMS:
-            try:
-                img = load_elf(compile_c(prog.path, ram_size=RAM), ram_size=RAM)
-            except CompileError:
+        for prog, img in table_images(RAM):
+            if img is None:
                 print(f"{prog.name:12s} does not fit the model's {RAM // 1024} KiB of RAM")
                 continue
             t0 = time.perf_counter()

@@ -33,11 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cpu.elf import load_elf  # noqa: E402
 from cpu.machine import CONSOLE_ADDR  # noqa: E402
 from cpu.model_engine import M_CYCLES, MODEL_RAM_SIZE  # noqa: E402
-from cpu.programs import PROGRAMS  # noqa: E402
-from cpu.toolchain import CompileError, compile_c  # noqa: E402
+from cpu.programs import table_images  # noqa: E402
 from cpu.unicorn_ref import run_unicorn  # noqa: E402
 
 RAM = MODEL_RAM_SIZE
@@ -107,10 +105,8 @@ def main():
     total = [0] * len(STEPS)
     mix_all = [0] * 5
     n_all = 0
-    for prog in PROGRAMS:
-        try:
-            img = load_elf(compile_c(prog.path, ram_size=RAM), ram_size=RAM)
-        except CompileError:
+    for prog, img in table_images(RAM):
+        if img is None:
             print(f"{prog.name:11s} does not fit the model's {RAM // 1024} KiB of RAM")
             continue
         recs = run_unicorn(img, ram_size=RAM).records

@@ -435,3 +435,18 @@ PROGRAMS = (
 )
 
 PROGRAMS_BY_NAME = {p.name: p for p in PROGRAMS}
+
+
+def table_images(ram_size: int):
+    """(program, its machine image linked for ``ram_size``) for the table, in order; the image is None
+    for a program that does not fit that RAM (the linker says so)."""
+    from ..elf import load_elf
+    from ..toolchain import CompileError, compile_c
+
+    for prog in PROGRAMS:
+        try:
+            yield prog, load_elf(compile_c(prog.path, ram_size=ram_size), ram_size=ram_size)
+        except CompileError as exc:
+            if "does not fit in RAM" not in str(exc):
+                raise
+            yield prog, None

@@ -91,3 +91,13 @@ def test_small_ram():
     result = run_unicorn(image, ram_size=8192, trace=True)
     _check(prog, result)
     assert result.records[0].rd_wdata == 8192     # sp = top of the 8 KiB RAM
+
+
+def test_table_images_name_what_does_not_fit():
+    """At 16 KiB (the compiled model's RAM) every table program but libc links; libc is None."""
+    from cpu.programs import PROGRAMS, table_images
+
+    got = {prog.name: img for prog, img in table_images(16384)}
+    assert list(got) == [p.name for p in PROGRAMS]
+    assert [name for name, img in got.items() if img is None] == ["libc"]
+    assert got["hi"].entry == 0 and got["hi"].words()
