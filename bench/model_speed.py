@@ -14,7 +14,8 @@ Prints:
    instructions/s, and the ratios; on a program this short their start-up dominates: the table of
    section 2 has their steady-state instructions/s on the real programs);
 4. teacher-forced checking (how the tests check long programs) in float32 and bfloat16 on the first
-   ``--tf-cycles`` cycles of hello.c: tokens/s with and without the netlist trace's time.
+   ``--tf-cycles`` cycles of hello.c: generated tokens checked per second, and positions (prompt and
+   trace) per second of the forward calls alone.
 
     .venv/bin/python bench/model_speed.py [--rows 8] [--skip-table]
 """
@@ -135,10 +136,11 @@ def main():
     stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
     from netlist2tf.verify import expected_tokens
     t0 = time.perf_counter()
-    expected_tokens(protocol, netlist, inits, cycles, 1, 0, [{"ram": img.words()}], stimulus=stim)
+    rows, _, _ = expected_tokens(protocol, netlist, inits, cycles, 1, 0, [{"ram": img.words()}], stimulus=stim)
     t_sim = time.perf_counter() - t0                # the netlist trace, part of every check below
+    positions = len(rows[0]) - 1                     # the forward runs over the prompt too
     print(f"(teacher forcing: the netlist trace of {cycles} cycles takes {t_sim:.1f} s of each check; "
-          f"'forward' rates exclude it)")
+          f"the forward runs over {positions:,} positions: the prompt and the trace)")
     for dtype, name in ((torch.float32, "fp32"), (torch.bfloat16, "bf16")):
         model.to(dtype)
         t0 = time.perf_counter()
@@ -148,8 +150,8 @@ def main():
         model.to(torch.float32)
         assert div is None, str(div)
         print(f"{'teacher-forced ' + name:16s} {rate(cycles, dt):14,.3f} cycles/s       {rate(checked, dt):10,.1f} "
-              f"tokens/s checked, forward {rate(checked, dt - t_sim):,.1f} tokens/s (hello.c, first {cycles} "
-              f"cycles, {checked:,} tokens; batch 1, one thread)")
+              f"tokens/s checked, {rate(positions, dt - t_sim):,.1f} positions/s forward (hello.c, first "
+              f"{cycles} cycles, {checked:,} generated tokens; batch 1, one thread)")
 
 if __name__ == "__main__":
     main()
