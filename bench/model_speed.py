@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cpu import asm  # noqa: E402
 from cpu.elf import load_elf  # noqa: E402
-from cpu.machine import Image  # noqa: E402
+from cpu.machine import Image, is_m_instruction  # noqa: E402
 from cpu.model_engine import M_CYCLES, MODEL_RAM_SIZE, load_model, run_model_batch  # noqa: E402
 from cpu.netlist_engine import run_netlist  # noqa: E402
 from cpu.programs import PROGRAMS, table_images  # noqa: E402
@@ -92,8 +92,7 @@ def main():
             t0 = time.perf_counter()
             u = run_unicorn(img, ram_size=RAM, trace=False)
             tu = time.perf_counter() - t0
-            n_m = sum(1 for rec in run_unicorn(img, ram_size=RAM).records
-                      if rec.insn & 0x7F == 0x33 and rec.insn >> 25 == 1)
+            n_m = sum(is_m_instruction(rec.insn) for rec in run_unicorn(img, ram_size=RAM).records)
             tokens = gen_off * r.cycles + (gen - gen_off) * (M_CYCLES - 1) * n_m
             print(f"{prog.name:12s} {r.instructions:12,d} {r.cycles:9,d} {tokens:11,d} "
                   f"{tokens / r.instructions:12.1f} {rate(u.instructions, tu):12,.0f} "

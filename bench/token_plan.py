@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cpu.machine import CONSOLE_ADDR  # noqa: E402
+from cpu.machine import CONSOLE_ADDR, is_m_instruction  # noqa: E402
 from cpu.model_engine import M_CYCLES, MODEL_RAM_SIZE  # noqa: E402
 from cpu.programs import table_images  # noqa: E402
 from cpu.unicorn_ref import run_unicorn  # noqa: E402
@@ -43,19 +43,9 @@ NOW_CYCLE, NOW_BUSY = 15, 28          # generated tokens per cycle, and per busy
 STEPS = ("now", "S1", "S2", "S3", "S4", "S5", "S6", "S7", "S8", "S9", "S10")
 
 
-def is_m(insn: int) -> bool:
-    return insn & 0x7F == 0x33 and insn >> 25 == 1
-
-
 def value_bytes(v: int) -> int:
     """Bytes up to the highest non-zero one (at least 1)."""
     return max(1, (v.bit_length() + 7) // 8)
-
-
-def signed_bytes(v: int) -> int:
-    """Bytes of the shortest two's-complement form that sign-extends to the 32-bit ``v``."""
-    v = v - (1 << 32) if v >> 31 else v
-    return next(k for k in (1, 2, 3, 4) if -(1 << (8 * k - 1)) <= v < (1 << (8 * k - 1)))
 
 
 def signed_width(v: int) -> int:
@@ -64,9 +54,14 @@ def signed_width(v: int) -> int:
     return next(k for k in range(1, 33) if -(1 << (k - 1)) <= v < (1 << (k - 1)))
 
 
+def signed_bytes(v: int) -> int:
+    """Bytes of the shortest two's-complement form that sign-extends to the 32-bit ``v``."""
+    return -(-signed_width(v) // 8)
+
+
 def costs(r) -> list:
     """Generated tokens of one retired instruction under each step (cumulative)."""
-    m = is_m(r.insn)
+    m = is_m_instruction(r.insn)
     load = r.mem_rmask != 0
     store = r.mem_wmask != 0 and r.mem_addr != CONSOLE_ADDR
     write = r.rd != 0 or store
@@ -116,7 +111,7 @@ def main():
             for i, c in enumerate(costs(r)):
                 sums[i] += c
         mix = (sum(r.mem_rmask != 0 for r in recs), sum(r.mem_wmask != 0 for r in recs),
-               sum(r.next_pc != (r.pc + 4) & 0xFFFFFFFF for r in recs), sum(is_m(r.insn) for r in recs),
+               sum(r.next_pc != (r.pc + 4) & 0xFFFFFFFF for r in recs), sum(is_m_instruction(r.insn) for r in recs),
                sum(0 < r.rd and r.rd_wdata < 256 for r in recs))
         print(f"{prog.name:11s} {n:7,d} " + " ".join(f"{100 * k / n:4.0f}%" for k in mix) + " "
               + " ".join(f"{s / n:5.1f}" for s in sums))

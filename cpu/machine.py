@@ -52,6 +52,11 @@ TRAP_NAMES = {
 }
 
 
+def is_m_instruction(insn: int) -> bool:
+    """MUL*/DIV*/REM*: opcode OP with funct7 0000001 (the M extension)."""
+    return insn & 0x7F == 0x33 and insn >> 25 == 1
+
+
 @dataclass(frozen=True, slots=True)
 class Retire:
     """One retired instruction.
