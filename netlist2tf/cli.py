@@ -198,6 +198,8 @@ def cmd_verify(args) -> int:
     from .emit import load_checkpoint
     from .verify import verify_model, verify_teacher_forced
 
+    if args.resume and not args.teacher_forced:
+        raise Netlist2TFError("--resume saves the progress of a --teacher-forced check; add --teacher-forced")
     model, protocol, netlist, inits, meta = load_checkpoint(args.checkpoint, _dtype(args.dtype))
     t0 = time.perf_counter()
     if args.teacher_forced:
@@ -205,7 +207,8 @@ def cmd_verify(args) -> int:
             raise Netlist2TFError("--teacher-forced checks the trace in long forward calls; it cannot "
                                   "be combined with --token-by-token")
         div, _ = verify_teacher_forced(model, protocol, netlist, inits, args.cycles, args.batch,
-                                       args.seed, meta["initial_memory"], window=args.window)
+                                       args.seed, meta["initial_memory"], window=args.window,
+                                       resume=args.resume)
         mode = "teacher-forced"
     else:
         mode = "token by token" if args.token_by_token else "prefill"
@@ -216,9 +219,9 @@ def cmd_verify(args) -> int:
         print(f"DIVERGENCE {div}")
         return 1
     tokens = args.cycles * args.batch * protocol.tokens_per_cycle
+    rate = "" if args.resume else f"; {tokens / dt:,.0f} tokens/s"      # a resumed run did part of it
     print(f"{args.checkpoint}: the model equals the netlist simulator on every output and register in "
-          f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, {mode}); {tokens / dt:,.0f} tokens/s",
-          file=sys.stderr)
+          f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, {mode}){rate}", file=sys.stderr)
     return 0
 
 
@@ -297,6 +300,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="feed the simulator's whole trace in long forward calls and check the model's "
                         "greedy choice at every generated position (same proof, much faster)")
     p.add_argument("--window", type=int, default=1024, help="positions per forward call with --teacher-forced")
+    p.add_argument("--resume", metavar="FILE",
+                   help="with --teacher-forced: save the check's progress (position and model cache) to "
+                        "FILE every few minutes and continue from it when run again with the same "
+                        "checkpoint, dtype, cycles, batch, seed and window (FILE is deleted at the end)")
     p.set_defaults(func=cmd_verify)
     return ap
 

@@ -7,8 +7,13 @@ values.
 """
 
 import dataclasses
+import hashlib
+import json
+import os
 import sys
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -131,10 +136,17 @@ def _lane(v, row: int) -> int:
 
 def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cycles: int,
                           batch: int = 1, seed: int = 0, initial_memory=None,
-                          window: int = 1024, stimulus=None):
+                          window: int = 1024, stimulus=None, threads: int = 1,
+                          resume=None, save_every: float = 300.0, log=None):
     """Check every generated token of the simulator's trace against the model's greedy choice, in
-    forward calls of ``window`` positions. Returns (None, tokens checked) or (the first Divergence,
-    its position in the trace)."""
+    forward calls of ``window`` positions on ``threads`` torch threads. Returns (None, tokens checked)
+    or (the first Divergence, its position in the trace).
+
+    ``resume``: a file where the check saves its progress (the position reached and the model's cache,
+    every ``save_every`` seconds) and from which a later call with the same model, weights, dtype,
+    device, trace and window continues: the restored cache tensors are the ones the forward returned,
+    so the continued forward computes exactly what one uninterrupted run would. A file made by a
+    different model or trace is ignored (and replaced); the file is deleted when the check ends."""
     rows, generated, frames = expected_tokens(protocol, netlist, initial_registers, cycles, batch,
                                               seed, initial_memory, stimulus)
     device = next(model.parameters()).device
@@ -142,10 +154,19 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
     n = ids.shape[1]
     # Keep the logits of one window (batch x window x vocab floats) to a few hundred MB.
     window = max(1, min(window, (1 << 26) // max(1, batch * protocol.vocab_size)))
-    cache = None
-    with single_thread(), torch.no_grad():
-        for start in tqdm(range(0, n - 1, window), desc="windows", unit="window", file=sys.stderr,
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    cache, first = None, 0
+    if resume is not None:
+        resume = Path(resume)
+        key = _fingerprint(model, rows, generated, window)
+        cache, first = _load_progress(resume, key, model, log)
+    last_save = time.monotonic()
+    with single_thread(threads), torch.no_grad():
+        for start in tqdm(range(first, n - 1, window), desc="windows", unit="window", file=sys.stderr,
                           disable=not sys.stderr.isatty() or n < 8 * window):
+            if resume is not None and start > first and time.monotonic() - last_save >= save_every:
+                _save_progress(resume, key, start, n, cache)
+                last_save = time.monotonic()
             stop = min(n - 1, start + window)
             out = model(input_ids=ids[:, start:stop], cache=cache, use_cache=True)
             cache = out.cache
@@ -157,9 +178,70 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
                 hits = torch.nonzero(bad).tolist()
                 row, col = min(hits, key=lambda rc: (rc[1], rc[0]))     # earliest position
                 pos = start + 1 + col
+                if resume is not None:
+                    resume.unlink(missing_ok=True)
                 return _token_divergence(protocol, frames[row], pos, row, int(pred[row, col]),
                                          rows[row][pos]), pos
+    if resume is not None:
+        resume.unlink(missing_ok=True)
     return None, sum(sum(g) for g in generated)
+
+
+_PROGRESS_VERSION = 1
+
+
+def _fingerprint(model, rows, generated, window: int) -> str:
+    """What a saved check depends on: the model's config, every weight's bytes and dtype, the device
+    type, the trace, which of its positions are checked, and the window (the forward's chunking)."""
+    h = hashlib.sha256()
+    h.update(json.dumps(model.config.to_dict(), sort_keys=True, default=str).encode())
+    for name, t in model.state_dict().items():
+        t = t.detach().to("cpu").contiguous().reshape(-1)
+        h.update(f"{name}:{t.dtype}:{t.numel()}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes())
+    h.update(str(next(model.parameters()).device.type).encode())
+    h.update(np.asarray(rows, dtype=np.int64).tobytes())
+    h.update(np.asarray(generated, dtype=np.bool_).tobytes())
+    h.update(str(window).encode())
+    return h.hexdigest()
+
+
+def _save_progress(path: Path, key: str, start: int, n: int, cache) -> None:
+    """Atomically write the check's progress: positions before ``start`` were checked; ``cache`` is
+    the model's cache after them (every layer's state, as plain tensors and values)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"version": _PROGRESS_VERSION, "key": key, "start": start, "positions": n,
+             "layers": [(type(layer).__name__, vars(layer)) for layer in cache.layers]}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def _load_progress(path: Path, key: str, model, log):
+    """(cache, first window start) saved by an earlier call with the same fingerprint, else (None, 0)."""
+    from transformers.cache_utils import DynamicCache
+
+    if not path.is_file():
+        return None, 0
+    try:
+        state = torch.load(path, map_location=next(model.parameters()).device, weights_only=True)
+    except Exception as exc:                    # a torn or foreign file: start over, never trust it
+        log(f"ignoring the saved teacher-forced progress {path}: unreadable ({exc.__class__.__name__})")
+        return None, 0
+    if not isinstance(state, dict) or state.get("version") != _PROGRESS_VERSION or state.get("key") != key:
+        log(f"ignoring the saved teacher-forced progress {path}: it was made by another model, dtype, "
+            f"device or trace")
+        return None, 0
+    cache = DynamicCache(config=model.config)
+    if [kind for kind, _ in state["layers"]] != [type(layer).__name__ for layer in cache.layers]:
+        log(f"ignoring the saved teacher-forced progress {path}: its cache layers differ from this "
+            f"transformers version's")
+        return None, 0
+    for layer, (_, values) in zip(cache.layers, state["layers"]):
+        vars(layer).update(values)
+    log(f"resuming the teacher-forced check at position {state['start']:,} of {state['positions']:,} "
+        f"(the positions before it were checked by an earlier run; {path})")
+    return cache, state["start"]
 
 
 def _token_divergence(protocol, frames, pos: int, row: int, got: int, want: int) -> Divergence:

@@ -154,6 +154,12 @@ def test_cli_compile_and_verify(tmp_path, capsys, build_dir):
     assert "in 200 cycles x 3 rows (float32, teacher-forced)" in capsys.readouterr().err
     assert cli.main(["verify", str(out), "--teacher-forced", "--token-by-token"]) == 2
     assert "cannot be combined with --token-by-token" in capsys.readouterr().err
+    progress = tmp_path / "progress.pt"
+    assert cli.main(["verify", str(out), "--cycles", "200", "--teacher-forced", "--window", "64",
+                     "--resume", str(progress)]) == 0
+    assert "(float32, teacher-forced)" in capsys.readouterr().err and not progress.exists()
+    assert cli.main(["verify", str(out), "--resume", str(progress)]) == 2
+    assert "add --teacher-forced" in capsys.readouterr().err
     assert cli.main(["verify", str(tmp_path / "missing")]) == 2
     assert "is not a netlist2tf checkpoint: config.json is missing" in capsys.readouterr().err
 
@@ -238,6 +244,59 @@ def test_teacher_forced_agrees_with_generation_on_a_broken_model(checkpoints):
     assert tf is not None and gen is not None
     assert (tf.cycle, tf.row) == (gen.cycle, gen.row)
     assert gen.what.split()[1] in tf.what            # the output port's name is in the bit names
+
+
+class _StopAfter:
+    """The model, but its ``calls``-th forward call raises KeyboardInterrupt (a run killed mid-way)."""
+    def __init__(self, model, calls):
+        self.model, self.calls = model, calls
+
+    def __getattr__(self, name):
+        return getattr(self.model, name)
+
+    def __call__(self, **kw):
+        self.calls -= 1
+        if self.calls == 0:
+            raise KeyboardInterrupt
+        return self.model(**kw)
+
+
+def test_teacher_forced_resumes(checkpoints, tmp_path):
+    """A teacher-forced check killed after two windows continues from its saved progress (the cache
+    tensors the forward returned) and reaches the uninterrupted run's result; the saved cache really is
+    used (a corrupted one diverges); progress of another window size or another model is ignored."""
+    from netlist2tf.verify import verify_teacher_forced
+    model, protocol, netlist, inits, meta = load_checkpoint(checkpoints("hdl.examples.fifo:FIFO"), torch.float32)
+    args = (protocol, netlist, inits, 200, 2, 0, meta["initial_memory"])
+    full = verify_teacher_forced(model, *args, window=64)
+    assert full[0] is None and full[1] == 200 * 2 * len(protocol.generated)
+    saved, logs = tmp_path / "progress.pt", []
+    with pytest.raises(KeyboardInterrupt):
+        verify_teacher_forced(_StopAfter(model, 3), *args, window=64, resume=saved, save_every=0,
+                              log=logs.append)
+    state = torch.load(saved, weights_only=True)
+    assert state["start"] == 128 and len(state["layers"]) == model.config.num_hidden_layers
+    # another window size: the saved progress does not apply (the forward would be chunked differently)
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(saved.read_bytes())
+    assert verify_teacher_forced(model, *args, window=32, resume=broken, log=logs.append) == full
+    assert "another model" in logs[-1] and not broken.exists()
+    # a corrupted register state in layer 0's saved cache: the resumed check must notice
+    kind, layer0 = state["layers"][0]
+    layer0["recurrent_states"] = {k: torch.zeros_like(v) for k, v in layer0["recurrent_states"].items()}
+    torch.save(state, broken)
+    div, pos = verify_teacher_forced(model, *args, window=64, resume=broken, log=logs.append)
+    assert div is not None and pos > 128 and "resuming" in logs[-1]
+    # the real saved progress: resumed at position 128, same result as one uninterrupted run
+    assert verify_teacher_forced(model, *args, window=64, resume=saved, log=logs.append) == full
+    assert logs[-1].startswith("resuming the teacher-forced check at position 128 of") and not saved.exists()
+    # a different model (one weight changed) does not resume from progress saved by this one
+    with pytest.raises(KeyboardInterrupt):
+        verify_teacher_forced(_StopAfter(model, 3), *args, window=64, resume=saved, save_every=0)
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] += 1.0
+    verify_teacher_forced(model, *args, window=64, resume=saved, log=logs.append)
+    assert "another model" in logs[-1]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -12,6 +12,9 @@ def pytest_addoption(parser):
     parser.addoption("--model-dtype", choices=("float32", "bfloat16"), default="float32",
                      help="dtype of the teacher-forced model checks (--model-fuzz, -m slow program table; "
                           "default float32; bfloat16 is ~2.4x faster on this CPU)")
+    parser.addoption("--model-threads", type=int, default=1,
+                     help="torch threads of the teacher-forced model checks (default 1; a long program "
+                          "alone on this 2-core machine runs 1.8x faster with 2)")
     parser.addoption("--model-device", default="cpu",
                      help="torch device of the teacher-forced model checks (default cpu; e.g. cuda: the "
                           "whole program table takes minutes on a GPU instead of hours)")

@@ -73,8 +73,9 @@ def test_sample_program_hi(model):
     assert res.tokens == 15 * res.cycles            # no M instruction: the M state is never emitted
 
 
-def _teacher_forced(model, images, dtype=torch.float32, device="cpu"):
-    """Every generated token of the netlist simulator's trace is the model's greedy choice."""
+def _teacher_forced(model, images, dtype=torch.float32, device="cpu", threads=1, resume=None):
+    """Every generated token of the netlist simulator's trace is the model's greedy choice (``resume``:
+    the check's progress file, verify_teacher_forced)."""
     from netlist2tf.sim import TableStimulus
     from netlist2tf.verify import expected_tokens, verify_teacher_forced
 
@@ -86,7 +87,8 @@ def _teacher_forced(model, images, dtype=torch.float32, device="cpu"):
     cycles = max(n.cycles for n in net) + 1
     stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
     div, checked = verify_teacher_forced(m.to(dtype).to(device), protocol, netlist, inits, cycles, len(images), 0,
-                                         [{"ram": img.words()} for img in images], stimulus=stim)
+                                         [{"ram": img.words()} for img in images], stimulus=stim,
+                                         threads=threads, resume=resume)
     m.to("cpu").to(torch.float32)
     assert div is None, str(div)
     # the trace the model was just shown to generate, decoded by the host, equals unicorn's run
@@ -104,8 +106,10 @@ def test_fuzzed_subset_teacher_forced(model):
 
 
 def _options(request):
-    """(dtype, device) of the long teacher-forced checks: --model-dtype, --model-device."""
-    return getattr(torch, request.config.getoption("--model-dtype")), request.config.getoption("--model-device")
+    """(dtype, device, threads) of the long teacher-forced checks: --model-dtype, --model-device,
+    --model-threads."""
+    opt = request.config.getoption
+    return getattr(torch, opt("--model-dtype")), opt("--model-device"), opt("--model-threads")
 
 
 def test_fuzzed_teacher_forced(request, model):
@@ -136,14 +140,18 @@ def test_fuzzed_generated(request, model):
                                   "recursion", "longlong", "muldiv", "tokenizer"])      # libc needs > 16 KiB
 def test_program_table_teacher_forced(request, model, name):
     """The program table (16 KiB RAM) on the model, teacher-forced against the netlist simulator
-    (0.2-7 hours per program at ~80 tokens/s in float32, ~190 in bfloat16 with --model-dtype bfloat16:
-    run selectively, e.g. -k hello)."""
+    (0.5-5 hours per program in bfloat16 on one core here, --model-dtype bfloat16; --model-threads 2
+    ~1.8x faster: run selectively, e.g. -k hello). Progress is saved every 5 minutes under
+    build/teacher-forced/: a run stopped part-way continues where it was when run again."""
     from cpu.elf import load_elf
     from cpu.programs import PROGRAMS_BY_NAME
     from cpu.toolchain import compile_c
 
     img = load_elf(compile_c(PROGRAMS_BY_NAME[name].path, ram_size=RAM), ram_size=RAM)
-    assert _teacher_forced(model, [img], *_options(request)) > 0
+    dtype, device, threads = _options(request)
+    # progress saved every 5 minutes: a run stopped part-way continues there (same model and trace)
+    resume = BUILD / "teacher-forced" / f"{name}-{str(dtype).split('.')[-1]}-{device}.pt"
+    assert _teacher_forced(model, [img], dtype, device, threads, resume) > 0
 
 
 @pytest.mark.slow
