@@ -336,8 +336,8 @@ def test_unconfigured_heads_and_untouched_weights():
     assert (spec.key_head, spec.slots, spec.width, spec.packing) == (1, 7, 3, "quarter")
     assert spec.pad_columns == (6,)                    # 3 bits + 1 pad = d_v/4 non-zeros
     after = module.state_dict()
-    dk, dv, key_dim = 16, 16, 32
-    own_qkv = set(range(16, 32)) | set(range(key_dim + 16, key_dim + 32)) \
+    dk, dv, key_dim = 16, 16, 32                   # the second key head's d_k columns of q and k
+    own_qkv = set(range(dk, 2 * dk)) | set(range(key_dim + dk, key_dim + 2 * dk)) \
         | set(range(2 * key_dim + 2 * dv, 2 * key_dim + 3 * dv))
     others = sorted(set(range(after["in_proj_qkv.weight"].shape[0])) - own_qkv)
     assert torch.equal(after["in_proj_qkv.weight"][others], before["in_proj_qkv.weight"][others])

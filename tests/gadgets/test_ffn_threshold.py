@@ -100,7 +100,7 @@ def test_threshold_gates_exact(dtype):
     x, patterns = _inputs(layout, 8, dtype)
     a_bits, b_bits = range(4), range(4, 8)
     carry = threshold_gate([(layout.pair(j)[0], 1 << j) for j in a_bits]
-                           + [(layout.pair(4 + j)[0], 1 << j) for j in range(4)], 16, layout.pair(8))
+                           + [(layout.pair(j)[0], 1 << (j - 4)) for j in b_bits], 16, layout.pair(8))
     majority = threshold_gate([(layout.pair(j)[0], 1) for j in range(5)], 3, layout.pair(9))
     never = threshold_gate([(layout.pair(0)[0], 1)], 5, layout.pair(10))
     always = threshold_gate([(layout.pair(0)[0], 1)], -3, layout.pair(11))
@@ -108,7 +108,7 @@ def test_threshold_gates_exact(dtype):
     y = _run_mlp(layout, carry + majority + always, x, dtype)
     for row, bits in enumerate(patterns):
         a = sum(bits[j] << j for j in a_bits)
-        b = sum(bits[4 + j] << j for j in range(4))
+        b = sum(bits[j] << (j - 4) for j in b_bits)
         for pair, bit in ((8, int(a + b >= 16)), (9, int(sum(bits[:5]) >= 3)), (11, 1), (10, 0)):
             hi, lo = layout.pair(pair)
             assert (float(y[row, hi]), float(y[row, lo])) == (bit, -bit), (pair, bits)
