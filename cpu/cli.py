@@ -3,7 +3,9 @@
     cpu run PROGRAM.c|PROGRAM.elf [--engine unicorn|netlist|model] [--max-steps N] [--trace FILE]
                                   [--ram-size BYTES] [--compiler zig|gcc|clang] [--no-zba] [-O LEVEL]
                                   [--dtype float32|bfloat16] [--batch N] [--token-by-token]  (model)
+                                  [--teacher-forced [--threads N]]                           (model)
     cpu check [NAME ...] [--engine unicorn] [--compiler ...]    run the program table, compare outputs
+              [--dtype ...] [--teacher-forced [--threads N]]     (model)
     cpu programs                                                 list the program table
 
 ``run`` compiles a .c file (cached under build/cpu/), loads the ELF, runs it and writes the program's
@@ -40,12 +42,17 @@ def _run_netlist(image, ram_size, max_steps, trace):
     return run_netlist(image, ram_size=ram_size, max_steps=max_steps, trace=trace)
 
 
-def _run_model(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True):
+def _run_model(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True,
+               teacher_forced=False, threads=1):
     import torch
 
-    from .model_engine import run_model_batch
-    results = run_model_batch([image] * batch, ram_size, max_steps, trace, dtype=getattr(torch, dtype),
-                              prefill=prefill)
+    from .model_engine import check_model_batch, run_model_batch
+    if teacher_forced:
+        results = check_model_batch([image] * batch, ram_size, max_steps, trace, dtype=getattr(torch, dtype),
+                                    threads=threads, resume_dir=Path("build") / "teacher-forced")
+    else:
+        results = run_model_batch([image] * batch, ram_size, max_steps, trace, dtype=getattr(torch, dtype),
+                                  prefill=prefill)
     first = results[0]
     for row, r in enumerate(results[1:], 1):
         if (r.console, r.halt, r.records) != (first.console, first.halt, first.records):
@@ -102,15 +109,33 @@ def exit_status(halt: Halt) -> int:
     return EXIT_TRAP if halt.kind == Halt.TRAP else EXIT_STEP_LIMIT
 
 
-def cmd_run(args) -> int:
+def _configured_engine(args):
+    """The engine function of ``args.engine`` with the model engine's options bound (errors for model
+    options given to another engine, or combined wrongly)."""
     engine = _engine(args.engine)
-    ram_size = args.ram_size or default_ram_size(args.engine)
-    if args.engine != "model" and (args.dtype or args.batch or args.token_by_token):
-        raise InputError("--dtype, --batch and --token-by-token are options of --engine model")
+    batch, token_by_token = getattr(args, "batch", None), getattr(args, "token_by_token", False)
+    if args.engine != "model" and (args.dtype or batch or token_by_token or args.teacher_forced or args.threads):
+        raise InputError("--dtype, --batch, --token-by-token, --teacher-forced and --threads are options of "
+                         "--engine model")
+    if args.teacher_forced and token_by_token:
+        raise InputError("--teacher-forced feeds the whole trace in long forward calls; it cannot be "
+                         "combined with --token-by-token")
+    if args.threads is not None and not args.teacher_forced:
+        raise InputError("--threads sets the torch threads of a --teacher-forced check; generation runs on "
+                         "one thread (its forward calls are too small to share)")
+    if args.threads == 0:
+        raise InputError("--threads must be at least 1")
     if args.engine == "model":
         import functools
-        engine = functools.partial(engine, dtype=args.dtype or "float32", batch=args.batch or 1,
-                                   prefill=not args.token_by_token)
+        engine = functools.partial(engine, dtype=args.dtype or "float32", batch=batch or 1,
+                                   prefill=not token_by_token, teacher_forced=args.teacher_forced,
+                                   threads=args.threads or 1)
+    return engine
+
+
+def cmd_run(args) -> int:
+    engine = _configured_engine(args)
+    ram_size = args.ram_size or default_ram_size(args.engine)
     image = load_program(args.program, ram_size=ram_size, compiler=args.compiler, opt=args.opt,
                          zba=not args.no_zba)
     t0 = time.perf_counter()
@@ -134,10 +159,11 @@ def cmd_run(args) -> int:
     if args.engine == "model":
         tokens = result.tokens
         per = tokens / result.instructions if result.instructions else float("nan")
+        mode = ("teacher-forced: every generated token checked as the model's greedy choice"
+                if args.teacher_forced else "token by token" if args.token_by_token else "prefill")
         print(f"cpu: model: {tokens} generated tokens ({result.prompt_tokens} prompt tokens), "
               f"{per:.1f} tokens/instruction, {tokens * result.batch / seconds:,.1f} tokens/s "
-              f"(batch {result.batch}, {args.dtype or 'float32'}, "
-              f"{'token by token' if args.token_by_token else 'prefill'})", file=sys.stderr)
+              f"(batch {result.batch}, {args.dtype or 'float32'}, {mode})", file=sys.stderr)
         print(f"cpu: model: checkpoint {result.checkpoint}, layer report {result.checkpoint}/report/report.html",
               file=sys.stderr)
     return exit_status(halt)
@@ -146,7 +172,7 @@ def cmd_run(args) -> int:
 def cmd_check(args) -> int:
     from .programs import PROGRAMS
 
-    engine = _engine(args.engine)
+    engine = _configured_engine(args)
     chosen = [p for p in PROGRAMS if not args.names or p.name in args.names]
     unknown = set(args.names) - {p.name for p in PROGRAMS}
     if unknown:
@@ -205,6 +231,17 @@ def build_parser():
         p.add_argument("--compiler", choices=("zig", "gcc", "clang"), default=None,
                        help="C compiler (default: $NETLIST2TF_CC, else zig)")
 
+    def model_options(p):
+        p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                       help="model engine: run the checkpoint in this dtype (default float32)")
+        p.add_argument("--teacher-forced", action="store_true",
+                       help="model engine: instead of generating, feed the netlist simulator's trace in long "
+                            "forward calls and check that every generated token is the model's greedy "
+                            "choice (the same output, ~10x faster on long programs; progress saved under "
+                            "build/teacher-forced/ every 5 minutes and resumed when run again)")
+        p.add_argument("--threads", type=_int, default=None,
+                       help="model engine with --teacher-forced: torch threads (default 1)")
+
     run = sub.add_parser("run", help="run one program (.c or .elf)")
     run.add_argument("program", help="a C source file (one file with main) or an ELF executable")
     common(run)
@@ -212,8 +249,7 @@ def build_parser():
     run.add_argument("-O", dest="opt", default="-O2", type=lambda s: s if s.startswith("-O") else f"-O{s}",
                      help="optimization level for .c files (default 2)")
     run.add_argument("--no-zba", action="store_true", help="compile without the Zba extension")
-    run.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
-                     help="model engine: run the checkpoint in this dtype (default float32)")
+    model_options(run)
     run.add_argument("--batch", type=_int, default=None,
                      help="model engine: run N copies of the program in one batch (default 1)")
     run.add_argument("--token-by-token", action="store_true",
@@ -223,6 +259,7 @@ def build_parser():
     check = sub.add_parser("check", help="run the program table and compare outputs and exit codes")
     check.add_argument("names", nargs="*", help="program names (default: all)")
     common(check)
+    model_options(check)
     check.set_defaults(func=cmd_check)
 
     programs = sub.add_parser("programs", help="list the program table")

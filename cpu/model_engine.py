@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from netlist2tf.errors import Netlist2TFError
 from netlist2tf.ir import CONST0, CONST1
 
@@ -178,6 +180,67 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
         r = dec.result(seconds)
         r.tokens = sum(run.frame_tokens[row])
         r.prompt_tokens = run.prompt_tokens
+        r.checkpoint = folder
+        results.append(r)
+    return results
+
+
+class ModelDivergence(Netlist2TFError):
+    """The compiled model's greedy choice differs from the netlist simulator's trace."""
+
+
+def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
+                      trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
+                      resume_dir=None, build_dir="build", log=None) -> list:
+    """Run programs on the compiled CPU by teacher forcing instead of generation (the same result,
+    ~10x faster on long programs): the netlist simulator's trace of each program is fed to the model
+    in long forward calls and the model's greedy choice must equal the trace at every generated
+    position (``netlist2tf.verify.verify_teacher_forced``; by induction over the positions, greedy
+    generation from the prompt produces exactly that trace); the proved trace is then decoded like a
+    generated one. Returns one RunResult per image (with ``tokens``, ``prompt_tokens``,
+    ``checkpoint``); raises ModelDivergence naming the first token the model gets wrong.
+    ``resume_dir``: where the check saves its progress every 5 minutes and continues from (a file per
+    model, dtype, device and batch of images)."""
+    from netlist2tf.sim import TableStimulus
+    from netlist2tf.verify import expected_tokens, verify_teacher_forced
+
+    from .netlist_engine import run_netlist_batch
+
+    entries = {img.entry for img in images}
+    if len(entries) != 1 or entries != {0}:
+        raise Netlist2TFError("the compiled CPU starts at address 0: every program's entry point must be 0")
+    for img in images:
+        check_image(img, ram_size)
+    model, protocol, netlist, inits, meta, folder = load_model(ram_size, dtype, build_dir, log)
+    # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
+    cycles = max(r.cycles for r in run_netlist_batch(images, ram_size, max_steps, False, build_dir=build_dir)) + 1
+    mems = [{**meta["initial_memory"], "ram": img.words()} for img in images]
+    stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
+    resume = None
+    if resume_dir is not None:
+        h = hashlib.sha256(f"{folder.name}:{dtype}:{device}:{max_steps}".encode())
+        for img in images:
+            h.update(json.dumps(sorted(img.words().items())).encode())
+        resume = Path(resume_dir) / f"run-{h.hexdigest()[:16]}.pt"
+    t0 = time.perf_counter()
+    try:
+        div, _ = verify_teacher_forced(model.to(device), protocol, netlist, inits, cycles, len(images), 0,
+                                       mems, stimulus=stim, threads=threads, resume=resume, log=log)
+    finally:
+        model.to("cpu")
+    seconds = time.perf_counter() - t0
+    if div is not None:
+        raise ModelDivergence(f"the compiled model ({folder}) differs from the netlist simulator's trace: {div}")
+    rows, generated, frames = expected_tokens(protocol, netlist, inits, cycles, len(images), 0, mems,
+                                              stimulus=stim)
+    results = []
+    for row, mem in enumerate(mems):
+        r = decode_trace(protocol, TraceDecoder(netlist, inits, mem, max_steps, trace), rows[row], frames[row])
+        r.seconds = seconds
+        # generated tokens through the halting frame (a frame's tokens end where the next frame's begin)
+        end = frames[row][r.cycles][1] if r.cycles < len(frames[row]) else len(rows[row])
+        r.tokens = sum(generated[row][:end])
+        r.prompt_tokens = len(protocol.initial_prompts(inits, mems)[0])
         r.checkpoint = folder
         results.append(r)
     return results

@@ -2,13 +2,14 @@
 
 Oracles: unicorn (console, halt, every retirement record) and, for teacher forcing, the netlist
 simulator's whole token trace (every generated token; the netlist simulator itself is checked
-against unicorn record by record in test_engines_agree.py and here again per program, and the
-trace decoded by the host against unicorn's records).
+against unicorn record by record in test_engines_agree.py, and the trace decoded by the host
+against unicorn's records here).
 
 The checkpoint (~500 M parameters) is built once into build/cpu-model/ (cached by the hash of its
 inputs) and every model test runs in one xdist group. CI runs a representative subset: the hazard
 programs generated in float32 with the prompt prefilled (batch 4) and in bfloat16 token by token
-(batch 8), the sample program ``hi``, and two compact fuzzed programs teacher-forced.
+(batch 8), the sample program ``hi``, two compact fuzzed programs teacher-forced, ``cpu run
+--teacher-forced`` on ``hi`` and a broken model's divergence.
 ``--model-fuzz N`` (e.g. 100) checks N compact fuzzed programs teacher-forced, ``--model-fuzz-generated
 N`` by batched generation;
 ``-m slow`` adds the program table's remaining programs, teacher-forced.
@@ -22,8 +23,7 @@ import torch
 
 from cpu.fuzz import random_program
 from cpu.isa_tests import hazard_programs
-from cpu.model_engine import MODEL_RAM_SIZE, TraceDecoder, decode_trace, load_model, run_model_batch
-from cpu.netlist_engine import run_netlist_batch
+from cpu.model_engine import MODEL_RAM_SIZE, check_model_batch, load_model, run_model_batch
 from cpu.unicorn_ref import run_unicorn
 
 pytestmark = pytest.mark.xdist_group("cpu-model")
@@ -73,36 +73,62 @@ def test_sample_program_hi(model):
     assert res.tokens == 15 * res.cycles            # no M instruction: the M state is never emitted
 
 
-def _teacher_forced(model, images, dtype=torch.float32, device="cpu", threads=1, resume=None):
-    """Every generated token of the netlist simulator's trace is the model's greedy choice (``resume``:
-    the check's progress file, verify_teacher_forced)."""
-    from netlist2tf.sim import TableStimulus
-    from netlist2tf.verify import expected_tokens, verify_teacher_forced
-
-    m, protocol, netlist, inits, meta, _ = model
-    net = run_netlist_batch(images, RAM)
+def _teacher_forced(images, dtype=torch.float32, device="cpu", threads=1, resume_dir=None):
+    """Every generated token of the netlist simulator's trace is the model's greedy choice, and the
+    host's decoding of that trace equals unicorn's console, halt and records (check_model_batch).
+    Returns the generated tokens checked."""
     refs = [run_unicorn(img, ram_size=RAM) for img in images]
-    for n, ref in zip(net, refs):
-        assert (n.records, n.console, n.halt) == (ref.records, ref.console, ref.halt)
-    cycles = max(n.cycles for n in net) + 1
-    stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
-    div, checked = verify_teacher_forced(m.to(dtype).to(device), protocol, netlist, inits, cycles, len(images), 0,
-                                         [{"ram": img.words()} for img in images], stimulus=stim,
-                                         threads=threads, resume=resume)
-    m.to("cpu").to(torch.float32)
-    assert div is None, str(div)
-    # the trace the model was just shown to generate, decoded by the host, equals unicorn's run
-    mems = [{"ram": img.words()} for img in images]
-    rows, _, frames = expected_tokens(protocol, netlist, inits, cycles, len(images), 0, mems, stimulus=stim)
-    for row, (mem, ref) in enumerate(zip(mems, refs)):
-        d = decode_trace(protocol, TraceDecoder(netlist, inits, mem), rows[row], frames[row])
-        assert (d.records, d.console, d.halt) == (ref.records, ref.console, ref.halt)
-    return checked
+    results = check_model_batch(images, RAM, dtype=dtype, device=device, threads=threads,
+                                resume_dir=resume_dir, build_dir=BUILD)
+    _same(results, refs)
+    return sum(r.tokens for r in results)
 
 
 def test_fuzzed_subset_teacher_forced(model):
     images = [random_program(seed, 12, RAM, compact=True) for seed in (1, 2)]
-    assert _teacher_forced(model, images) > 0
+    assert _teacher_forced(images) > 0
+
+
+def test_cli_teacher_forced(model, tmp_path, capsys):
+    """``cpu run --engine model --teacher-forced``: hi.c's output, exit code and trace file equal
+    unicorn's, with the figures on stderr; model options given wrongly are one clear error each."""
+    from cpu.cli import main
+    from cpu.programs import PROGRAMS_BY_NAME
+
+    hi = str(PROGRAMS_BY_NAME["hi"].path)
+    ours, ref = tmp_path / "model.trace", tmp_path / "unicorn.trace"
+    assert main(["run", hi, "--engine", "model", "--teacher-forced", "--dtype", "bfloat16",
+                 "--threads", "1", "--trace", str(ours)]) == 10
+    out = capsys.readouterr()
+    assert out.out == "hi!\n"
+    assert "450 generated tokens" in out.err and "16.1 tokens/instruction" in out.err
+    assert "teacher-forced: every generated token checked" in out.err
+    assert main(["run", hi, "--ram-size", str(RAM), "--trace", str(ref)]) == 10
+    assert ours.read_text() == ref.read_text() and len(ours.read_text().splitlines()) == 28
+    capsys.readouterr()
+    for argv, message in ((["--engine", "unicorn", "--teacher-forced"], "are options of --engine model"),
+                          (["--engine", "model", "--threads", "2"], "--threads sets the torch threads"),
+                          (["--engine", "model", "--teacher-forced", "--token-by-token"], "cannot be combined")):
+        assert main(["run", hi, *argv]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_teacher_forced_names_a_divergence(model):
+    """A broken model (the last layer's FFN, which copies the bits of the token to emit, zeroed):
+    check_model_batch raises ModelDivergence naming the cycle and token (the model is restored)."""
+    from cpu.model_engine import ModelDivergence
+
+    w = load_model(RAM, build_dir=BUILD)[0].model.layers[-1].mlp.down_proj.weight
+    saved = w.detach().clone()
+    try:
+        with torch.no_grad():
+            w.zero_()
+        with pytest.raises(ModelDivergence, match=r"differs from the netlist simulator's trace: cycle 0, "
+                                                  r"batch row 0: token \d+"):
+            check_model_batch([random_program(1, 12, RAM, compact=True)], RAM, build_dir=BUILD)
+    finally:
+        with torch.no_grad():
+            w.copy_(saved)
 
 
 def _options(request):
@@ -121,7 +147,7 @@ def test_fuzzed_teacher_forced(request, model):
         pytest.skip("pass --model-fuzz N to check N fuzzed programs on the model")
     for start in range(0, n, 10):
         images = [random_program(1000 + s, 12, RAM, compact=True) for s in range(start, min(n, start + 10))]
-        assert _teacher_forced(model, images, *_options(request)) > 0
+        assert _teacher_forced(images, *_options(request)) > 0
 
 
 def test_fuzzed_generated(request, model):
@@ -148,10 +174,8 @@ def test_program_table_teacher_forced(request, model, name):
     from cpu.toolchain import compile_c
 
     img = load_elf(compile_c(PROGRAMS_BY_NAME[name].path, ram_size=RAM), ram_size=RAM)
-    dtype, device, threads = _options(request)
     # progress saved every 5 minutes: a run stopped part-way continues there (same model and trace)
-    resume = BUILD / "teacher-forced" / f"{name}-{str(dtype).split('.')[-1]}-{device}.pt"
-    assert _teacher_forced(model, [img], dtype, device, threads, resume) > 0
+    assert _teacher_forced([img], *_options(request), resume_dir=BUILD / "teacher-forced") > 0
 
 
 @pytest.mark.slow
