@@ -237,8 +237,9 @@ def build_parser():
         p.add_argument("--teacher-forced", action="store_true",
                        help="model engine: instead of generating, feed the netlist simulator's trace in long "
                             "forward calls and check that every generated token is the model's greedy "
-                            "choice (the same output, ~10x faster on long programs; progress saved under "
-                            "build/teacher-forced/ every 5 minutes and resumed when run again)")
+                            "choice (the same output, 7-9x faster than generating on long programs; "
+                            "progress saved under build/teacher-forced/ every 5 minutes and resumed when "
+                            "run again)")
         p.add_argument("--threads", type=_int, default=None,
                        help="model engine with --teacher-forced: torch threads (default 1)")
 

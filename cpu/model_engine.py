@@ -193,7 +193,7 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
                       trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
                       resume_dir=None, build_dir="build", log=None) -> list:
     """Run programs on the compiled CPU by teacher forcing instead of generation (the same result,
-    ~10x faster on long programs): the netlist simulator's trace of each program is fed to the model
+    7-9x faster on long programs): the netlist simulator's trace of each program is fed to the model
     in long forward calls and the model's greedy choice must equal the trace at every generated
     position (``netlist2tf.verify.verify_teacher_forced``; by induction over the positions, greedy
     generation from the prompt produces exactly that trace); the proved trace is then decoded like a
