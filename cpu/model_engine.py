@@ -145,6 +145,16 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir="build", lo
     return _LOADED[key]
 
 
+def _model_for(images: list, ram_size: int, dtype, build_dir, log):
+    """``load_model``'s tuple, after checking that the images fit the compiled CPU (entry point 0, RAM)."""
+    entries = {img.entry for img in images}
+    if len(entries) != 1 or entries != {0}:
+        raise Netlist2TFError("the compiled CPU starts at address 0: every program's entry point must be 0")
+    for img in images:
+        check_image(img, ram_size)
+    return load_model(ram_size, dtype, build_dir, log)
+
+
 def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                     trace: bool = True, dtype=None, prefill: bool = True, build_dir="build",
                     log=None) -> list:
@@ -153,12 +163,7 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     ``tokens`` (generated for that row), ``prompt_tokens`` and ``checkpoint`` (the folder)."""
     from netlist2tf.host import run_model
 
-    entries = {img.entry for img in images}
-    if len(entries) != 1 or entries != {0}:
-        raise Netlist2TFError("the compiled CPU starts at address 0: every program's entry point must be 0")
-    for img in images:
-        check_image(img, ram_size)
-    model, protocol, netlist, inits, meta, folder = load_model(ram_size, dtype, build_dir, log)
+    model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log)
     B = len(images)
     limit = M_CYCLES * (max_steps + 1) + 2
     decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace)
@@ -206,12 +211,7 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
 
     from .netlist_engine import run_netlist_batch
 
-    entries = {img.entry for img in images}
-    if len(entries) != 1 or entries != {0}:
-        raise Netlist2TFError("the compiled CPU starts at address 0: every program's entry point must be 0")
-    for img in images:
-        check_image(img, ram_size)
-    model, protocol, netlist, inits, meta, folder = load_model(ram_size, dtype, build_dir, log)
+    model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log)
     # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
     cycles = max(r.cycles for r in run_netlist_batch(images, ram_size, max_steps, False, build_dir=build_dir)) + 1
     mems = [{**meta["initial_memory"], "ram": img.words()} for img in images]
