@@ -214,6 +214,11 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log)
     # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
     cycles = max(r.cycles for r in run_netlist_batch(images, ram_size, max_steps, False, build_dir=build_dir)) + 1
+    minutes = cycles * 15 / 100 / 60              # ~100 generated tokens/s in bfloat16 on one core
+    (log or (lambda msg: print(msg, file=sys.stderr)))(
+        f"cpu: model: teacher forcing {cycles - 1:,} cycles of the netlist simulator's run, ~{cycles * 15:,} "
+        f"generated tokens to check ({f'~{minutes:,.0f} min' if minutes >= 1 else 'under a minute'} in "
+        f"bfloat16 on one core)")
     mems = [{**meta["initial_memory"], "ram": img.words()} for img in images]
     stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
     resume = None
