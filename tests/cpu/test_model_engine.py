@@ -22,7 +22,8 @@ import pytest
 import torch
 
 from cpu.fuzz import random_program
-from cpu.isa_tests import hazard_programs
+from cpu.machine import Halt
+from cpu.isa_tests import ISA_TESTS, hazard_programs, ram_needed
 from cpu.model_engine import MODEL_RAM_SIZE, check_model_batch, load_model, run_model_batch
 from cpu.unicorn_ref import run_unicorn
 
@@ -87,6 +88,29 @@ def _teacher_forced(images, dtype=torch.float32, device="cpu", threads=1, resume
 def test_fuzzed_subset_teacher_forced(model):
     images = [random_program(seed, 12, RAM, compact=True) for seed in (1, 2)]
     assert _teacher_forced(images) > 0
+
+
+def test_every_trap_teacher_forced(model):
+    """The 36 trap programs (every cause the machine raises: illegal encodings, misaligned fetch
+    targets, misaligned and faulting loads and stores, unsupported ecall) in one batch, bfloat16: the
+    model's trace decodes to unicorn's halt (cause, pc) and records, and the cause is the one each
+    program was written to raise."""
+    from cpu.isa_tests import TRAP_TESTS
+
+    cases = [TRAP_TESTS[name]() for name in sorted(TRAP_TESTS)]
+    refs = [run_unicorn(c.image, ram_size=RAM) for c in cases]
+    results = check_model_batch([c.image for c in cases], RAM, dtype=torch.bfloat16, build_dir=BUILD)
+    _same(results, refs)
+    assert [(r.halt.kind, r.halt.cause, r.halt.pc) for r in results] == [(Halt.TRAP, c.cause, c.pc) for c in cases]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(n for n, f in ISA_TESTS.items() if ram_needed(f()) <= RAM))
+def test_isa_program_teacher_forced(request, model, name):
+    """The self-checking ISA programs that fit 16 KiB (44 of 51: the branch tests need 26 KiB), one
+    per instruction, teacher-forced: 82,000 cycles in all (~3 hours in bfloat16 on one core)."""
+    img = ISA_TESTS[name]()
+    assert _teacher_forced([img], *_options(request), resume_dir=BUILD / "teacher-forced") > 0
 
 
 def test_cli_teacher_forced(model, tmp_path, capsys):
