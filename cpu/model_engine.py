@@ -93,6 +93,13 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
     log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}) ...")
     t0 = time.perf_counter()
     netlist = parse_netlist(result.json_text, str(result.json_path))
+    # the gated M state must not matter while the M unit is idle: proved for every state (z3)
+    from netlist2tf.formal import prove_gated
+    cex = prove_gated(netlist, GATED[0], GATED[1])
+    if cex is not None:
+        raise Netlist2TFError(f"the core's {', '.join(GATED[1])} matter while {GATED[0]} is 0, so the model "
+                              f"(which emits them only while the M unit is busy) would diverge: {cex}; change "
+                              f"hdl/rv32 or cpu.model_engine.GATED")
     compiled = assemble(netlist, layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM,
                         outputs=MODEL_OUTPUTS, gated=GATED)
     emit_checkpoint(compiled, result.json_text, folder, settings=settings)

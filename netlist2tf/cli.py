@@ -151,6 +151,30 @@ def _kept(args):
     return [n.strip() for n in args.keep_outputs.split(",") if n.strip()]
 
 
+def _prove_gated(netlist, gated, kept):
+    """--gated is exact only if the group does not matter while the gate is 0: prove it with z3
+    (netlist2tf.formal) on the netlist the model computes (the kept outputs), or stop with the
+    counterexample. A netlist the prover cannot model is compiled with a warning."""
+    from .formal import prove_gated
+    from .graph import keep_outputs
+
+    gate, group = gated
+    t0 = time.perf_counter()
+    try:
+        cex = prove_gated(keep_outputs(netlist, kept) if kept else netlist, gate, group)
+    except Netlist2TFError as exc:
+        print(f"warning: --gated {gate}:{','.join(group)} is not proved ({exc}); only `netlist2tf verify` "
+              f"checks it", file=sys.stderr)
+        return
+    if cex is not None:
+        raise Netlist2TFError(f"--gated {gate}:{','.join(group)}: the group matters while {gate} is 0, so the "
+                              f"model's stale values would change the trace: {cex}. Leave the registers "
+                              f"involved out of the group (or gate on a register that is 1 whenever they "
+                              f"are used)")
+    print(f"--gated {gate}:{','.join(group)}: proved that the group does not matter while {gate} is 0 "
+          f"(z3, {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+
+
 def cmd_compile(args) -> int:
     from .assemble import assemble
     from .emit import emit_checkpoint
@@ -164,6 +188,8 @@ def cmd_compile(args) -> int:
               f"channels, FFN neurons per layer {fit['neurons_per_layer']}, DeltaNet heads per layer "
               f"{fit['deltanet_heads_per_layer']}")
         return 0
+    if _gated(args):
+        _prove_gated(netlist, _gated(args), _kept(args))
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
                         target=target, outputs=_kept(args), gated=_gated(args))
     out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / name
@@ -272,7 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "only the others need (registers and memories stay; default: every output)")
         p.add_argument("--gated", metavar="GATE:REG,REG,...",
                        help="emit these registers' tokens only in frames after which the 1-bit register "
-                            "GATE is 1 (their values must not matter while it is 0; docs/COMPILER.md 2)")
+                            "GATE is 1 (their values must not matter while it is 0: compile proves it with "
+                            "z3 or shows a counterexample; docs/COMPILER.md 2)")
         p.add_argument("--out", help=out_help)
         p.add_argument("--build-dir", default="build")
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")

@@ -396,7 +396,7 @@ def test_collapsed_logic_fits_fewer_layers(design, layers, tmp_path, build_dir):
 
 
 @pytest.mark.parametrize("dtype,prefill,batch", [(torch.float32, True, 3), (torch.bfloat16, False, 2)])
-def test_gated_registers(dtype, prefill, batch, tmp_path, build_dir):
+def test_gated_registers(dtype, prefill, batch, tmp_path, build_dir, capsys):
     """``gated``: a serial multiplier's working registers are emitted only in the frames after
     which it is busy (12 generated tokens then, 6 otherwise); generated frames vary per batch row
     and the model still equals the netlist simulator on every output, every emitted register and
@@ -407,6 +407,7 @@ def test_gated_registers(dtype, prefill, batch, tmp_path, build_dir):
     out = tmp_path / "sm"
     assert cli.main(["compile", design, "--layers", "8", "--gated", "busy:acc,mcand,mult,count",
                      "--out", str(out), "--build-dir", str(build_dir)]) == 0
+    assert "proved that the group does not matter while busy is 0" in capsys.readouterr().err
     model, protocol, netlist, inits, meta = load_checkpoint(out, dtype)
     assert meta["stats"]["generated_tokens_per_cycle"] == 12
     assert meta["stats"]["generated_tokens_per_cycle_gate_off"] == 6
@@ -416,6 +417,17 @@ def test_gated_registers(dtype, prefill, batch, tmp_path, build_dir):
     assert [c for c in run.frame_tokens[0]] != [c for c in run.frame_tokens[1]]   # rows drift apart
     div, checked = verify_teacher_forced(model, protocol, netlist, inits, 100, batch, 3)
     assert div is None, str(div)
+
+
+def test_gated_group_that_matters_is_refused(tmp_path, capsys, build_dir):
+    """``--gated`` with a register an output reads while idle (p, the result): compile stops with the
+    prover's counterexample and writes nothing."""
+    out = tmp_path / "sm"
+    assert cli.main(["compile", "tests/designs/unusual.py:SerialMultiplier", "--layers", "8", "--gated",
+                     "busy:acc,mcand,mult,count,p", "--out", str(out), "--build-dir", str(build_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "the group matters while busy is 0" in err and "output p" in err
+    assert not out.exists()
 
 
 def test_gated_registers_errors(build_dir):
