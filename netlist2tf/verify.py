@@ -158,13 +158,16 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
     cache, first = None, 0
     if resume is not None:
         resume = Path(resume)
-        key = _fingerprint(model, rows, generated, window)
-        cache, first = _load_progress(resume, key, model, log)
+        key = None                   # hashing ~1 GB of weights takes seconds: only when it is needed
+        if resume.is_file():
+            key = _fingerprint(model, rows, generated, window)
+            cache, first = _load_progress(resume, key, model, log)
     last_save = time.monotonic()
     with single_thread(threads), torch.no_grad():
         for start in tqdm(range(first, n - 1, window), desc="windows", unit="window", file=sys.stderr,
                           disable=not sys.stderr.isatty() or n < 8 * window):
             if resume is not None and start > first and time.monotonic() - last_save >= save_every:
+                key = key or _fingerprint(model, rows, generated, window)
                 _save_progress(resume, key, start, n, cache)
                 last_save = time.monotonic()
             stop = min(n - 1, start + window)
@@ -221,8 +224,6 @@ def _load_progress(path: Path, key: str, model, log):
     """(cache, first window start) saved by an earlier call with the same fingerprint, else (None, 0)."""
     from transformers.cache_utils import DynamicCache
 
-    if not path.is_file():
-        return None, 0
     try:
         state = torch.load(path, map_location=next(model.parameters()).device, weights_only=True)
     except Exception as exc:                    # a torn or foreign file: start over, never trust it
