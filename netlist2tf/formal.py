@@ -299,6 +299,8 @@ def prove_gated(nl: Netlist, gate: str, group, inputs: dict | None = None, timeo
     if len(gate_bits) != 1 or gate_bits[0] not in reg_of_q:
         raise Netlist2TFError(f"{gate} must be a 1-bit register (the gate)")
     group_nets = {n for name in group for n in sigs[name] if n not in (CONST0, CONST1, CONSTX)}
+    if gate_bits[0] in group_nets:
+        raise Netlist2TFError(f"the gate {gate} cannot be in its own group")
     if not group_nets <= set(reg_of_q):
         raise Netlist2TFError(f"the group {', '.join(group)} must be registers")
     for r in nl.registers:

@@ -39,6 +39,8 @@ def test_bad_arguments(serial):
         prove_gated(serial, "busy", ["nope"])
     with pytest.raises(Netlist2TFError, match="acc must be a 1-bit register"):
         prove_gated(serial, "acc", ["mcand"])
+    with pytest.raises(Netlist2TFError, match="cannot be in its own group"):
+        prove_gated(serial, "busy", GROUP + ["busy"])
     with pytest.raises(Netlist2TFError, match="no input port"):
         prove_gated(serial, "busy", GROUP, {"rst_n": 0})
 
