@@ -118,15 +118,16 @@ def test_console_script_entry_point():
 
 
 def test_model_options(monkeypatch, capsysbinary):
-    """--dtype/--batch/--token-by-token belong to the model engine; the model engine links programs
-    for its 16 KiB RAM and reports tokens, tokens per instruction and tokens/s (engine faked here:
-    tests/cpu/test_model_engine.py runs the real one)."""
+    """--dtype/--batch/--token-by-token/--teacher-forced/--threads belong to the model engine; the
+    model engine links programs for its 16 KiB RAM and reports tokens, tokens per instruction and
+    tokens/s (engine faked here: tests/cpu/test_model_engine.py runs the real one)."""
     assert cli.main(["run", str(SIEVE.path), "--dtype", "bfloat16"]) == 2
     assert b"options of --engine model" in capsysbinary.readouterr().err
     calls = []
 
-    def fake(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True):
-        calls.append((ram_size, dtype, batch, prefill))
+    def fake(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True, teacher_forced=False,
+             threads=1):
+        calls.append((ram_size, dtype, batch, prefill, teacher_forced, threads))
         r = RunResult(console=b"hi\n", halt=Halt(Halt.EXIT, 0, exit_code=10), instructions=4, cycles=5,
                       seconds=2.0)
         r.tokens, r.prompt_tokens, r.batch, r.checkpoint = 330, 40, batch, "build/cpu-model/x"
@@ -137,9 +138,12 @@ def test_model_options(monkeypatch, capsysbinary):
                      "--token-by-token"]) == 10
     out, err = capsysbinary.readouterr()
     assert out == b"hi\n"
-    assert calls == [(16384, "bfloat16", 2, False)]
+    assert calls == [(16384, "bfloat16", 2, False, False, 1)]
     assert b"330 generated tokens (40 prompt tokens), 82.5 tokens/instruction, 330.0 tokens/s" in err
     assert b"layer report build/cpu-model/x/report/report.html" in err
+    assert cli.main(["run", str(hi), "--engine", "model", "--teacher-forced", "--threads", "2"]) == 10
+    assert calls[-1] == (16384, "float32", 1, True, True, 2)
+    assert b"(batch 1, float32, teacher-forced: every generated token checked" in capsysbinary.readouterr().err
 
 
 def test_model_damaged_cache(monkeypatch, tmp_path, capsys):
