@@ -221,9 +221,10 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log)
     # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
     cycles = max(r.cycles for r in run_netlist_batch(images, ram_size, max_steps, False, build_dir=build_dir)) + 1
-    minutes = cycles * 15 / 100 / 60              # ~100 generated tokens/s in bfloat16 on one core
+    per_cycle = len(protocol.frame_kinds(False))  # generated tokens of a frame outside M instructions
+    minutes = cycles * per_cycle / 100 / 60       # ~100 generated tokens/s in bfloat16 on one core
     (log or (lambda msg: print(msg, file=sys.stderr)))(
-        f"cpu: model: teacher forcing {cycles - 1:,} cycles of the netlist simulator's run, ~{cycles * 15:,} "
+        f"cpu: model: teacher forcing {cycles - 1:,} cycles of the netlist simulator's run, ~{cycles * per_cycle:,} "
         f"generated tokens to check ({f'~{minutes:,.0f} min' if minutes >= 1 else 'under a minute'} in "
         f"bfloat16 on one core)")
     mems = [{**meta["initial_memory"], "ram": img.words()} for img in images]
@@ -235,16 +236,18 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
             h.update(json.dumps(sorted(img.words().items())).encode())
         resume = Path(resume_dir) / f"run-{h.hexdigest()[:16]}.pt"
     t0 = time.perf_counter()
+    expected = expected_tokens(protocol, netlist, inits, cycles, len(images), 0, mems, stimulus=stim)
     try:
         div, _ = verify_teacher_forced(model.to(device), protocol, netlist, inits, cycles, len(images), 0,
-                                       mems, stimulus=stim, threads=threads, resume=resume, log=log)
+                                       mems, stimulus=stim, threads=threads, resume=resume, log=log,
+                                       expected=expected)
     finally:
         model.to("cpu")
     seconds = time.perf_counter() - t0
     if div is not None:
         raise ModelDivergence(f"the compiled model ({folder}) differs from the netlist simulator's trace: {div}")
-    rows, generated, frames = expected_tokens(protocol, netlist, inits, cycles, len(images), 0, mems,
-                                              stimulus=stim)
+    rows, generated, frames = expected
+    prompt_tokens = len(protocol.initial_prompts(inits, mems)[0])
     results = []
     for row, mem in enumerate(mems):
         r = decode_trace(protocol, TraceDecoder(netlist, inits, mem, max_steps, trace), rows[row], frames[row])
@@ -252,7 +255,7 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
         # generated tokens through the halting frame (a frame's tokens end where the next frame's begin)
         end = frames[row][r.cycles][1] if r.cycles < len(frames[row]) else len(rows[row])
         r.tokens = sum(generated[row][:end])
-        r.prompt_tokens = len(protocol.initial_prompts(inits, mems)[0])
+        r.prompt_tokens = prompt_tokens
         r.checkpoint = folder
         results.append(r)
     return results

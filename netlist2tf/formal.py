@@ -324,11 +324,11 @@ def prove_gated(nl: Netlist, gate: str, group, inputs: dict | None = None, timeo
                 for m in nl.memories}
     shared = {n: z3.BitVec(f"q:{reg_of_q[n].name}[{reg_of_q[n].q.index(n)}]", 1)
               for n in reg_of_q if n not in group_nets}
-    copies = []
+    copies, drivers = [], _drivers(nl)
     for tag in ("a", "b"):
         q = dict(shared)
         q.update({n: z3.BitVec(f"q{tag}:{reg_of_q[n].name}[{reg_of_q[n].q.index(n)}]", 1) for n in group_nets})
-        copies.append(_Cycle(z3, nl, _drivers(nl), q, input_terms, memories))
+        copies.append(_Cycle(z3, nl, drivers, q, input_terms, memories))
     ca, cb = copies
 
     claims = []                                   # (name, term in copy a, term in copy b)

@@ -137,7 +137,7 @@ def _lane(v, row: int) -> int:
 def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cycles: int,
                           batch: int = 1, seed: int = 0, initial_memory=None,
                           window: int = 1024, stimulus=None, threads: int = 1,
-                          resume=None, save_every: float = 300.0, log=None):
+                          resume=None, save_every: float = 300.0, log=None, expected=None):
     """Check every generated token of the simulator's trace against the model's greedy choice, in
     forward calls of ``window`` positions on ``threads`` torch threads. Returns (None, tokens checked)
     or (the first Divergence, its position in the trace).
@@ -146,9 +146,10 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
     every ``save_every`` seconds) and from which a later call with the same model, weights, dtype,
     device, trace and window continues: the restored cache tensors are the ones the forward returned,
     so the continued forward computes exactly what one uninterrupted run would. A file made by a
-    different model or trace is ignored (and replaced); the file is deleted when the check ends."""
-    rows, generated, frames = expected_tokens(protocol, netlist, initial_registers, cycles, batch,
-                                              seed, initial_memory, stimulus)
+    different model or trace is ignored (and replaced); the file is deleted when the check ends.
+    ``expected``: ``expected_tokens``'s result for these arguments, when the caller already has it."""
+    rows, generated, frames = expected or expected_tokens(protocol, netlist, initial_registers, cycles,
+                                                          batch, seed, initial_memory, stimulus)
     device = next(model.parameters()).device
     ids = torch.tensor(rows, dtype=torch.long, device=device)
     n = ids.shape[1]
