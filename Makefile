@@ -23,7 +23,8 @@ install: $(STAMP)
 # (waveform in build/), compile it into a Qwen3.5-architecture checkpoint, run that with stock
 # transformers against the simulator and write its layer report; then build the RV32 CPU from hdl/,
 # compile a C program and run it on the CPU's netlist and on unicorn; finally compile the CPU into an
-# 11-layer checkpoint (cached in build/cpu-model/) and run the sample C program inside the model.
+# 11-layer checkpoint (cached in build/cpu-model/) and run the sample C program inside the model
+# (speculatively, then generated token by token).
 run: $(STAMP)
 	$(VENV)/bin/netlist2tf sim hdl.examples.fifo:FIFO --cycles 1000 --seed 1 \
 		--vcd build/fifo.vcd --compare-amaranth
@@ -33,9 +34,14 @@ run: $(STAMP)
 	$(VENV)/bin/netlist2tf synth 'hdl.rv32:Core'
 	$(VENV)/bin/cpu run cpu/programs/hello.c --engine netlist --trace build/hello.trace
 	$(VENV)/bin/cpu run cpu/programs/hello.c --engine unicorn
-	# hi.c exits with 10 (its digit sum): the exit status is the program's, so expect exactly that
+	# hi.c exits with 10 (its digit sum): the exit status is the program's, so expect exactly that.
+	# First by speculative decoding (the default), then generated token by token (--plain): the same
+	# output, records (cmp) and tokens.
 	$(VENV)/bin/cpu run cpu/programs/hi.c --engine model --dtype bfloat16 --trace build/hi-model.trace \
 		|| test $$? -eq 10
+	$(VENV)/bin/cpu run cpu/programs/hi.c --engine model --dtype bfloat16 --plain \
+		--trace build/hi-model-plain.trace || test $$? -eq 10
+	cmp build/hi-model.trace build/hi-model-plain.trace
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup

@@ -9,10 +9,12 @@ Prints:
    an M instruction after which the M unit is busy (its gated registers are emitted), so this is
    computed from the netlist engine's cycle counts and unicorn's count of M instructions, without
    hours of generation; per instruction class too;
-3. tokens/s and instructions/s of the model generating a short program: batch 1 and batch 8
-   (float32), batch 1 bfloat16, next to unicorn and the netlist simulator on the same program (their
-   instructions/s, and the ratios; on a program this short their start-up dominates: the table of
-   section 2 has their steady-state instructions/s on the real programs);
+3. tokens/s and instructions/s of the model running a short program: plain generation with batch 1
+   and batch 8 (float32) and batch 1 bfloat16 (one thread), and speculative decoding (the default of
+   ``cpu run --engine model``: the netlist simulator drafts, the model verifies every token in long
+   forward calls, all cores) in float32 and bfloat16, next to unicorn and the netlist simulator on the
+   same program (their instructions/s, and the ratios; on a program this short their start-up
+   dominates: the table of section 2 has their steady-state instructions/s on the real programs);
 4. teacher-forced checking (how the tests check long programs) in float32 and bfloat16 on the first
    ``--tf-cycles`` cycles of hello.c: generated tokens checked per second, and positions (prompt and
    trace) per second of the forward calls alone.
@@ -33,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cpu import asm  # noqa: E402
 from cpu.elf import load_elf  # noqa: E402
 from cpu.machine import Image, is_m_instruction  # noqa: E402
-from cpu.model_engine import M_CYCLES, MODEL_RAM_SIZE, load_model, run_model_batch  # noqa: E402
+from cpu.model_engine import (M_CYCLES, MODEL_RAM_SIZE, load_model, run_model_batch,  # noqa: E402
+                               run_model_speculative)
 from cpu.netlist_engine import run_netlist  # noqa: E402
 from cpu.programs import PROGRAMS, table_images  # noqa: E402
 from cpu.toolchain import compile_c  # noqa: E402
@@ -113,13 +116,16 @@ def main():
     print(f"unicorn          {rate(u.instructions, tu):14,.0f} instructions/s")
     print(f"netlist sim      {rate(n.instructions, tn):14,.0f} instructions/s")
     rows = []
-    for label, batch, dtype in (("model B=1 fp32", 1, torch.float32),
-                                (f"model B={args.rows} fp32", args.rows, torch.float32),
-                                ("model B=1 bf16", 1, torch.bfloat16)):
+    for label, batch, dtype, run in (("model B=1 fp32", 1, torch.float32, run_model_batch),
+                                     (f"model B={args.rows} fp32", args.rows, torch.float32, run_model_batch),
+                                     ("model B=1 bf16", 1, torch.bfloat16, run_model_batch),
+                                     ("speculative fp32", 1, torch.float32, run_model_speculative),
+                                     ("speculative bf16", 1, torch.bfloat16, run_model_speculative)):
         t0 = time.perf_counter()
-        res = run_model_batch([img] * batch, RAM, dtype=dtype)
+        res = run([img] * batch, RAM, dtype=dtype)
         dt = time.perf_counter() - t0
         assert all(r.records == u.records and r.halt == u.halt for r in res), "model differs from unicorn"
+        assert run is run_model_batch or all(r.decoding == "speculative" for r in res)
         toks = sum(r.tokens for r in res)
         instr = sum(r.instructions for r in res)
         rows.append((label, rate(toks, dt), rate(instr, dt)))

@@ -43,21 +43,29 @@ def _run_netlist(image, ram_size, max_steps, trace):
 
 
 def _run_model(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True,
-               teacher_forced=False, threads=1):
+               decoding="speculative", threads=None):
+    """``decoding``: "speculative" (the netlist simulator drafts, the model verifies every token in long
+    forward calls; plain generation if it rejects one), "plain" (token-by-token greedy generation) or
+    "teacher-forced" (like speculative, but a rejected token is an error: a check of the model)."""
     import torch
 
-    from .model_engine import check_model_batch, run_model_batch
-    if teacher_forced:
-        results = check_model_batch([image] * batch, ram_size, max_steps, trace, dtype=getattr(torch, dtype),
-                                    threads=threads, resume_dir=Path("build") / "teacher-forced")
+    from .model_engine import check_model_batch, run_model_batch, run_model_speculative
+    images, dtype = [image] * batch, getattr(torch, dtype)
+    progress = Path("build") / "teacher-forced"
+    if decoding == "teacher-forced":
+        results = check_model_batch(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
+                                    resume_dir=progress)
+    elif decoding == "speculative":
+        results = run_model_speculative(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
+                                        resume_dir=progress)
     else:
-        results = run_model_batch([image] * batch, ram_size, max_steps, trace, dtype=getattr(torch, dtype),
-                                  prefill=prefill)
+        results = run_model_batch(images, ram_size, max_steps, trace, dtype=dtype, prefill=prefill)
     first = results[0]
     for row, r in enumerate(results[1:], 1):
         if (r.console, r.halt, r.records) != (first.console, first.halt, first.records):
             raise Netlist2TFError(f"batch row {row} ran the same program differently from row 0")
     first.batch = batch
+    first.decoding = getattr(first, "decoding", decoding)
     return first
 
 
@@ -114,22 +122,28 @@ def _configured_engine(args):
     options given to another engine, or combined wrongly)."""
     engine = _engine(args.engine)
     batch, token_by_token = getattr(args, "batch", None), getattr(args, "token_by_token", False)
-    if args.engine != "model" and (args.dtype or batch or token_by_token or args.teacher_forced or args.threads):
-        raise InputError("--dtype, --batch, --token-by-token, --teacher-forced and --threads are options of "
-                         "--engine model")
+    if args.engine != "model" and (args.dtype or batch or token_by_token or args.teacher_forced or args.threads
+                                   or args.plain):
+        raise InputError("--dtype, --batch, --plain, --token-by-token, --teacher-forced and --threads are "
+                         "options of --engine model")
+    if args.teacher_forced and args.plain:
+        raise InputError("--teacher-forced checks the netlist simulator's trace in long forward calls; it "
+                         "cannot be combined with --plain (generation)")
     if args.teacher_forced and token_by_token:
         raise InputError("--teacher-forced feeds the whole trace in long forward calls; it cannot be "
                          "combined with --token-by-token")
-    if args.threads is not None and not args.teacher_forced:
-        raise InputError("--threads sets the torch threads of a --teacher-forced check; generation runs on "
-                         "one thread (its forward calls are too small to share)")
+    plain = args.plain or token_by_token
+    if args.threads is not None and plain:
+        raise InputError("--threads sets the torch threads of the long forward calls of speculative "
+                         "decoding and --teacher-forced; plain generation runs on one thread (its forward "
+                         "calls are too small to share)")
     if args.threads == 0:
         raise InputError("--threads must be at least 1")
     if args.engine == "model":
         import functools
+        decoding = "teacher-forced" if args.teacher_forced else "plain" if plain else "speculative"
         engine = functools.partial(engine, dtype=args.dtype or "float32", batch=batch or 1,
-                                   prefill=not token_by_token, teacher_forced=args.teacher_forced,
-                                   threads=args.threads or 1)
+                                   prefill=not token_by_token, decoding=decoding, threads=args.threads)
     return engine
 
 
@@ -159,8 +173,11 @@ def cmd_run(args) -> int:
     if args.engine == "model":
         tokens = result.tokens
         per = tokens / result.instructions if result.instructions else float("nan")
-        mode = ("teacher-forced: every generated token checked as the model's greedy choice"
-                if args.teacher_forced else "token by token" if args.token_by_token else "prefill")
+        mode = {"teacher-forced": "teacher-forced: every generated token checked as the model's greedy choice",
+                "speculative": "speculative decoding: every token drafted by the netlist simulator was the "
+                               "model's greedy choice",
+                "plain": "plain generation, " + ("token by token" if args.token_by_token else "prompt prefilled"),
+                }.get(result.decoding, result.decoding)
         print(f"cpu: model: {tokens} generated tokens ({result.prompt_tokens} prompt tokens), "
               f"{per:.1f} tokens/instruction, {tokens * result.batch / seconds:,.1f} tokens/s "
               f"(batch {result.batch}, {args.dtype or 'float32'}, {mode})", file=sys.stderr)
@@ -235,13 +252,18 @@ def build_parser():
         p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                        help="model engine: run the checkpoint in this dtype (default float32)")
         p.add_argument("--teacher-forced", action="store_true",
-                       help="model engine: instead of generating, feed the netlist simulator's trace in long "
-                            "forward calls and check that every generated token is the model's greedy "
-                            "choice (the same output, 7-9x faster than generating on long programs; "
-                            "progress saved under build/teacher-forced/ every 5 minutes and resumed when "
-                            "run again)")
+                       help="model engine: check the model instead of running it: like the default "
+                            "speculative decoding (the netlist simulator's trace fed in long forward calls, "
+                            "every generated token checked as the model's greedy choice), but a token the "
+                            "model rejects stops the run with an error naming it (progress saved under "
+                            "build/teacher-forced/ every 5 minutes and resumed when run again)")
+        p.add_argument("--plain", action="store_true",
+                       help="model engine: plain greedy generation, one forward call per generated token, "
+                            "instead of speculative decoding (the same output; ~10x slower)")
         p.add_argument("--threads", type=_int, default=None,
-                       help="model engine with --teacher-forced: torch threads (default 1)")
+                       help="model engine: torch threads of the long forward calls of speculative decoding "
+                            "and --teacher-forced (default 1; 2 on an idle 2-core machine: 1.8x faster, but "
+                            "more threads than free cores is many times slower)")
 
     run = sub.add_parser("run", help="run one program (.c or .elf)")
     run.add_argument("program", help="a C source file (one file with main) or an ELF executable")
@@ -254,7 +276,8 @@ def build_parser():
     run.add_argument("--batch", type=_int, default=None,
                      help="model engine: run N copies of the program in one batch (default 1)")
     run.add_argument("--token-by-token", action="store_true",
-                     help="model engine: feed the prompt one token per forward call (recurrent path)")
+                     help="model engine: plain generation with the prompt fed one token per forward call "
+                          "(the recurrent path; implies --plain)")
     run.set_defaults(func=cmd_run)
 
     check = sub.add_parser("check", help="run the program table and compare outputs and exit codes")

@@ -118,19 +118,21 @@ def test_console_script_entry_point():
 
 
 def test_model_options(monkeypatch, capsysbinary):
-    """--dtype/--batch/--token-by-token/--teacher-forced/--threads belong to the model engine; the
-    model engine links programs for its 16 KiB RAM and reports tokens, tokens per instruction and
-    tokens/s (engine faked here: tests/cpu/test_model_engine.py runs the real one)."""
+    """--dtype/--batch/--plain/--token-by-token/--teacher-forced/--threads belong to the model engine;
+    its default decoding is speculative, --plain and --token-by-token generate plainly; the model
+    engine links programs for its 16 KiB RAM and reports tokens, tokens per instruction, tokens/s and
+    how the tokens were produced (engine faked here: tests/cpu/test_model_engine.py runs the real one)."""
     assert cli.main(["run", str(SIEVE.path), "--dtype", "bfloat16"]) == 2
     assert b"options of --engine model" in capsysbinary.readouterr().err
     calls = []
 
-    def fake(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True, teacher_forced=False,
-             threads=1):
-        calls.append((ram_size, dtype, batch, prefill, teacher_forced, threads))
+    def fake(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True, decoding="speculative",
+             threads=None):
+        calls.append((ram_size, dtype, batch, prefill, decoding, threads))
         r = RunResult(console=b"hi\n", halt=Halt(Halt.EXIT, 0, exit_code=10), instructions=4, cycles=5,
                       seconds=2.0)
         r.tokens, r.prompt_tokens, r.batch, r.checkpoint = 330, 40, batch, "build/cpu-model/x"
+        r.decoding = decoding
         return r
     monkeypatch.setitem(cli.ENGINES, "model", fake)
     hi = Path(cli.__file__).parent / "programs" / "hi.c"
@@ -138,12 +140,27 @@ def test_model_options(monkeypatch, capsysbinary):
                      "--token-by-token"]) == 10
     out, err = capsysbinary.readouterr()
     assert out == b"hi\n"
-    assert calls == [(16384, "bfloat16", 2, False, False, 1)]
+    assert calls == [(16384, "bfloat16", 2, False, "plain", None)]
     assert b"330 generated tokens (40 prompt tokens), 82.5 tokens/instruction, 330.0 tokens/s" in err
+    assert b"(batch 2, bfloat16, plain generation, token by token)" in err
     assert b"layer report build/cpu-model/x/report/report.html" in err
+    assert cli.main(["run", str(hi), "--engine", "model"]) == 10
+    assert calls[-1] == (16384, "float32", 1, True, "speculative", None)
+    assert b"speculative decoding: every token drafted" in capsysbinary.readouterr().err
+    assert cli.main(["run", str(hi), "--engine", "model", "--plain"]) == 10
+    assert calls[-1] == (16384, "float32", 1, True, "plain", None)
+    assert b"plain generation, prompt prefilled" in capsysbinary.readouterr().err
     assert cli.main(["run", str(hi), "--engine", "model", "--teacher-forced", "--threads", "2"]) == 10
-    assert calls[-1] == (16384, "float32", 1, True, True, 2)
+    assert calls[-1] == (16384, "float32", 1, True, "teacher-forced", 2)
     assert b"(batch 1, float32, teacher-forced: every generated token checked" in capsysbinary.readouterr().err
+    n = len(calls)
+    for argv, message in ((["--plain", "--teacher-forced"], b"cannot be combined with --plain"),
+                          (["--plain", "--threads", "2"], b"plain generation runs on one thread"),
+                          (["--token-by-token", "--threads", "2"], b"plain generation runs on one thread"),
+                          (["--threads", "0"], b"at least 1")):
+        assert cli.main(["run", str(hi), "--engine", "model", *argv]) == 2
+        assert message in capsysbinary.readouterr().err
+    assert len(calls) == n
 
 
 def test_model_damaged_cache(monkeypatch, tmp_path, capsys):

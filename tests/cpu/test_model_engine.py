@@ -8,8 +8,9 @@ against unicorn's records here).
 The checkpoint (~500 M parameters) is built once into build/cpu-model/ (cached by the hash of its
 inputs) and every model test runs in one xdist group. CI runs a representative subset: the hazard
 programs generated in float32 with the prompt prefilled (batch 4) and in bfloat16 token by token
-(batch 8), the sample program ``hi``, two compact fuzzed programs teacher-forced, ``cpu run
---teacher-forced`` on ``hi`` and a broken model's divergence.
+(batch 8), the sample program ``hi``, two compact fuzzed programs teacher-forced, every trap
+program teacher-forced, ``cpu run`` on ``hi`` (speculative decoding, and ``--teacher-forced``), a
+wrong model's divergence and speculative decoding's fallback to plain generation on a wrong model.
 ``--model-fuzz N`` (e.g. 100) checks N compact fuzzed programs teacher-forced, ``--model-fuzz-generated
 N`` by batched generation;
 ``-m slow`` adds the program table's remaining programs, teacher-forced.
@@ -113,28 +114,61 @@ def test_isa_program_teacher_forced(request, model, name):
     assert _teacher_forced([img], *_options(request), resume_dir=BUILD / "teacher-forced") > 0
 
 
-def test_cli_teacher_forced(model, tmp_path, capsys):
-    """``cpu run --engine model --teacher-forced``: hi.c's output, exit code and trace file equal
-    unicorn's, with the figures on stderr; model options given wrongly are one clear error each."""
+def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
+    """``cpu run --engine model`` (speculative decoding, the default) and ``--teacher-forced``: hi.c's
+    output, exit code and trace file equal unicorn's, with the figures on stderr."""
     from cpu.cli import main
     from cpu.programs import PROGRAMS_BY_NAME
 
     hi = str(PROGRAMS_BY_NAME["hi"].path)
-    ours, ref = tmp_path / "model.trace", tmp_path / "unicorn.trace"
-    assert main(["run", hi, "--engine", "model", "--teacher-forced", "--dtype", "bfloat16",
-                 "--threads", "1", "--trace", str(ours)]) == 10
-    out = capsys.readouterr()
-    assert out.out == "hi!\n"
-    assert "450 generated tokens" in out.err and "16.1 tokens/instruction" in out.err
-    assert "teacher-forced: every generated token checked" in out.err
+    ref = tmp_path / "unicorn.trace"
     assert main(["run", hi, "--ram-size", str(RAM), "--trace", str(ref)]) == 10
-    assert ours.read_text() == ref.read_text() and len(ours.read_text().splitlines()) == 28
     capsys.readouterr()
-    for argv, message in ((["--engine", "unicorn", "--teacher-forced"], "are options of --engine model"),
-                          (["--engine", "model", "--threads", "2"], "--threads sets the torch threads"),
-                          (["--engine", "model", "--teacher-forced", "--token-by-token"], "cannot be combined")):
-        assert main(["run", hi, *argv]) == 2
-        assert message in capsys.readouterr().err
+    for flags, mode in (([], "speculative decoding: every token drafted by the netlist simulator was the "
+                             "model's greedy choice"),
+                        (["--teacher-forced"], "teacher-forced: every generated token checked")):
+        ours = tmp_path / f"model{len(flags)}.trace"
+        assert main(["run", hi, "--engine", "model", *flags, "--dtype", "bfloat16", "--threads", "1",
+                     "--trace", str(ours)]) == 10
+        out = capsys.readouterr()
+        assert out.out == "hi!\n"
+        assert "450 generated tokens" in out.err and "16.1 tokens/instruction" in out.err
+        assert mode in out.err
+        assert ours.read_text() == ref.read_text() and len(ours.read_text().splitlines()) == 28
+
+
+def test_speculative_falls_back_to_plain_generation(model):
+    """Speculative decoding's result is the model's own greedy run even when the model departs from
+    the netlist: with the LM head's rows of the write data values 0 and 1 swapped (a protocol-valid
+    but wrong model: hi.c's first write, sp = 0x4000, comes out 0x4001), the draft is rejected at
+    cycle 0 and the run equals plain generation's, record for record, and not unicorn's."""
+    from cpu.elf import load_elf
+    from cpu.model_engine import run_model_speculative
+    from cpu.programs import PROGRAMS_BY_NAME
+    from cpu.toolchain import compile_c
+    from netlist2tf.protocol import MD, Field
+
+    net, protocol = load_model(RAM, build_dir=BUILD)[:2]     # the float32 model the runs below use
+    img = load_elf(compile_c(PROGRAMS_BY_NAME["hi"].path, ram_size=RAM), ram_size=RAM)
+    ref = run_unicorn(img, ram_size=RAM, max_steps=6)
+    head = net.lm_head.weight
+    rows = [protocol.token(Field(MD, 0, parity, v)) for parity in (0, 1) for v in (0, 1)]
+    saved = head.detach().clone()
+    logs = []
+    try:
+        with torch.no_grad():
+            head[rows] = saved[[rows[1], rows[0], rows[3], rows[2]]]
+        (spec,) = run_model_speculative([img], RAM, 6, threads=1, build_dir=BUILD,
+                                        log=logs.append)
+        (plain,) = run_model_batch([img], RAM, 6, build_dir=BUILD)
+    finally:
+        with torch.no_grad():
+            head.copy_(saved)
+    assert spec.decoding.startswith("plain") and any("rejected the netlist simulator's draft" in m and
+                                                     "cycle 0" in m for m in logs)
+    _same([spec], [plain])
+    assert spec.records[0].rd_wdata == 0x4001 != ref.records[0].rd_wdata
+    assert (spec.halt, spec.console) != (ref.halt, ref.console) or spec.records != ref.records
 
 
 def test_teacher_forced_names_a_divergence(model):
