@@ -101,13 +101,15 @@ def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, regis
     from tqdm import tqdm
 
     writes = [[] for _ in range(B)]
+    logits = None       # the next position's logits: after the known tokens, or the frame's last token
     for cycle in tqdm(range(cycles), desc="cycles", unit="cycle", file=sys.stderr,
                       disable=not sys.stderr.isatty() or cycles < 50):
         for row in range(B):
             toks = protocol.input_tokens(cycle, inputs[row][cycle] if cycle < len(inputs[row]) else {})
             pending[row] += toks
             seqs[row] += toks
-        logits = feed(pending) if pending[0] else None
+        if pending[0]:      # a design without inputs has none after the prompt: the last logits stand
+            logits = feed(pending)
         pending = [[] for _ in range(B)]
         generated = [[] for _ in range(B)]
         for _ in range(n_gen):

@@ -436,3 +436,32 @@ def test_gated_registers_errors(build_dir):
         assemble(nl, layers=8, gated=("busy", ["acc", "start"]))
     with pytest.raises(Netlist2TFError, match="the gate 'acc' must be a 1-bit register"):
         assemble(nl, layers=8, gated=("acc", ["mcand"]))
+
+
+def test_design_without_inputs_runs_by_stock_generate(tmp_path, build_dir):
+    """A design whose only input is its clock (a register and a memory written every cycle): after
+    the prompt the model needs no host tokens, so generation runs frame after frame on the model's own
+    logits (generated float32 prefill batch 2, bfloat16 token by token, teacher-forced: equal to the
+    simulator), and stock ``model.generate()`` alone produces the simulator's exact token trace."""
+    from pathlib import Path
+
+    from netlist2tf.verify import expected_tokens, verify_teacher_forced
+
+    design = f"{Path(__file__).parent}/designs/free_running.v"
+    result = synthesize(design, "macro", build_dir)
+    compiled = assemble(parse_netlist(result.json_text), layers=4)
+    assert compiled.protocol.inputs == () and compiled.protocol.ports
+    folder = emit_checkpoint(compiled, result.json_text, tmp_path / "ckpt")
+    _verify(folder, cycles=40, batch=2)
+    _verify(folder, cycles=20, batch=1, dtype=torch.bfloat16, prefill=False)
+    model, protocol, netlist, inits, meta = load_checkpoint(folder)
+    div, _ = verify_teacher_forced(model, protocol, netlist, inits, 60, 1, 0, meta["initial_memory"])
+    assert div is None, str(div)
+    cycles = 30
+    rows, generated, _ = expected_tokens(protocol, netlist, inits, cycles, 1, 0, meta["initial_memory"])
+    prompt = rows[0][:generated[0].index(True)]
+    out = model.generate(torch.tensor([prompt]), max_new_tokens=len(rows[0]) - len(prompt), do_sample=False)
+    assert out[0].tolist() == rows[0]
+    counts = [protocol.decode_frame(k, rows[0][len(prompt) + k * protocol.tokens_per_cycle:][
+        :protocol.tokens_per_cycle])[0]["count"] for k in range(4)]
+    assert counts == [5, 28, 143, 206]          # hand-checked: x -> 5x + 3 mod 256 from 5
