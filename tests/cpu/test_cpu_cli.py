@@ -145,12 +145,13 @@ def test_model_options(monkeypatch, capsysbinary):
     assert b"(batch 2, bfloat16, plain generation, token by token)" in err
     assert b"layer report build/cpu-model/x/report/report.html" in err
     assert cli.main(["run", str(hi), "--engine", "model"]) == 10
-    assert calls[-1] == (16384, "float32", 1, True, "speculative", None)
+    assert calls[-1] == (16384, "bfloat16", 1, True, "speculative", None)
     assert b"speculative decoding: every token drafted" in capsysbinary.readouterr().err
     assert cli.main(["run", str(hi), "--engine", "model", "--plain"]) == 10
-    assert calls[-1] == (16384, "float32", 1, True, "plain", None)
+    assert calls[-1] == (16384, "bfloat16", 1, True, "plain", None)
     assert b"plain generation, prompt prefilled" in capsysbinary.readouterr().err
-    assert cli.main(["run", str(hi), "--engine", "model", "--teacher-forced", "--threads", "2"]) == 10
+    assert cli.main(["run", str(hi), "--engine", "model", "--teacher-forced", "--threads", "2",
+                     "--dtype", "float32"]) == 10
     assert calls[-1] == (16384, "float32", 1, True, "teacher-forced", 2)
     assert b"(batch 1, float32, teacher-forced: every generated token checked" in capsysbinary.readouterr().err
     n = len(calls)
