@@ -216,11 +216,9 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
     from netlist2tf.sim import TableStimulus
     from netlist2tf.verify import expected_tokens, verify_teacher_forced
 
-    from .netlist_engine import run_netlist_batch
-
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log)
     # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
-    cycles = max(r.cycles for r in run_netlist_batch(images, ram_size, max_steps, False, build_dir=build_dir)) + 1
+    _, cycles = _draft_run(model, protocol, images, ram_size, max_steps, build_dir)
     per_cycle = len(protocol.frame_kinds(False))  # generated tokens of a frame outside M instructions
     minutes = cycles * per_cycle / 100 / 60       # ~100 generated tokens/s in bfloat16 on one core
     (log or (lambda msg: print(msg, file=sys.stderr)))(
@@ -259,6 +257,44 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
         r.checkpoint = folder
         results.append(r)
     return results
+
+
+def _memory(model) -> tuple[int, int | None]:
+    """(bytes one position of one batch row holds during a run: its attention cache entries and the
+    trace's Python ints; bytes of memory available now, or None where /proc/meminfo is missing)."""
+    cfg = model.config
+    item = next(model.parameters()).element_size()
+    full = sum(t == "full_attention" for t in cfg.layer_types)
+    per_position = 2 * full * cfg.num_key_value_heads * cfg.head_dim * item + 60
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        avail = None
+    return per_position, avail
+
+
+def _draft_run(model, protocol, images, ram_size, max_steps, build_dir):
+    """The netlist engine's runs of ``images``, capped at the most instructions whose token trace and
+    attention cache fit in the memory available (at least one frame per instruction); a program that
+    runs past that cap (one that does not halt runs into ``max_steps``: 10 M instructions would need
+    ~70 GB) is one clear error before any long simulation or model work."""
+    from .netlist_engine import run_netlist_batch
+
+    per_position, avail = _memory(model)
+    frame = len(protocol.frame_kinds(False)) + len(protocol.inputs)
+    cap = max_steps if avail is None else min(max_steps, avail // (len(images) * per_position * frame))
+    sims = run_netlist_batch(images, ram_size, cap, False, build_dir=build_dir)
+    cycles = max(r.cycles for r in sims) + 1
+    need = None if avail is None else len(images) * cycles * frame * per_position
+    if (cap < max_steps and any(r.halt.kind == Halt.STEP_LIMIT for r in sims)) or (need or 0) > (avail or 0):
+        long = "runs past" if cap < max_steps else "needs"
+        raise Netlist2TFError(
+            f"the program {long} {min(cap, max(r.instructions for r in sims)):,} instructions ({cycles - 1:,} cycles): "
+            f"its token trace and the model's attention cache would need at least "
+            f"{len(images) * cycles * frame * per_position / 1e9:,.1f} GB, more than the {avail / 1e9:,.1f} GB "
+            f"available; pass a smaller --max-steps (~{cap:,} at most, at one frame per instruction)")
+    return sims, cycles
 
 
 def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,

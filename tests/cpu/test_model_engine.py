@@ -189,6 +189,24 @@ def test_teacher_forced_names_a_divergence(model):
             w.copy_(saved)
 
 
+def test_run_too_long_for_memory_is_refused(model, monkeypatch):
+    """A program that runs past what the token trace and attention cache can hold in the memory
+    available (here: 10 MB at 1,000 bytes a position, so 625 one-frame instructions) is one clear
+    error from the netlist simulator's capped run, before any model work; a program that halts
+    within it runs."""
+    from cpu import asm, model_engine
+    from cpu.machine import Image
+    from netlist2tf.errors import Netlist2TFError
+
+    monkeypatch.setattr(model_engine, "_memory", lambda m: (1000, 10_000_000))
+    spin = Image.from_words([asm.addi(5, 5, 1), asm.jal(0, -4)])       # never halts
+    with pytest.raises(Netlist2TFError, match=r"runs past 625 instructions .* more than the 0\.0 GB "
+                                              r"available; pass a smaller --max-steps"):
+        check_model_batch([spin], RAM, build_dir=BUILD)
+    (r,) = check_model_batch([spin], RAM, max_steps=100, dtype=torch.bfloat16, build_dir=BUILD)
+    assert r.halt.kind == Halt.STEP_LIMIT and r.instructions == 100
+
+
 def _options(request):
     """(dtype, device, threads) of the long teacher-forced checks: --model-dtype, --model-device,
     --model-threads."""
