@@ -261,7 +261,7 @@ def build_parser():
                             "build/teacher-forced/ every 5 minutes and resumed when run again)")
         p.add_argument("--plain", action="store_true",
                        help="model engine: plain greedy generation, one forward call per generated token, "
-                            "instead of speculative decoding (the same output; ~10x slower)")
+                            "instead of speculative decoding (the same output; ~8x slower)")
         p.add_argument("--threads", type=_int, default=None,
                        help="model engine: torch threads of the long forward calls of speculative decoding "
                             "and --teacher-forced (default 1; 2 on an idle 2-core machine: 1.8x faster, but "
