@@ -1,7 +1,6 @@
 """The unicorn reference machine on hand-assembled programs: retirement records checked field by field
 against hand-computed values, every trap kind, halts, the step limit, and speed."""
 
-import time
 
 import pytest
 
@@ -287,12 +286,16 @@ def test_decode_fields():
     assert decode(sw(5, 6, 2047))[1:5] == (0, 6, 5, 2047)
 
 
-def test_speed():
-    # a tight loop with loads and stores: well above 50k instructions/s with the trace on
+def test_long_loop():
+    """A tight loop with loads and stores, 2,000 iterations with the trace on: the hand-counted
+    instructions and the final sums (its speed is measured by bench/cpu_speed.py, not asserted here:
+    a timed test fails on a busy machine)."""
     words = li(2, 0x1000) + [addi(1, 0, 2000), sw(1, 2, 0), lw(3, 2, 0), add(4, 4, 3), sh2add(5, 1, 4),
                              addi(1, 1, -1), bne(1, 0, -20), EBREAK]
-    t0 = time.perf_counter()
     result = run(words)
-    rate = result.instructions / (time.perf_counter() - t0)
-    assert result.halt.kind == Halt.EBREAK and result.instructions > 12000
-    assert rate > 50_000, rate
+    assert result.halt.kind == Halt.EBREAK
+    assert result.instructions == 1 + 1 + 6 * 2000     # lui, addi, the loop (ebreak halts, unretired)
+    assert len(result.records) == result.instructions
+    adds = [r.rd_wdata for r in result.records if r.rd == 4]
+    assert adds[-1] == sum(range(1, 2001)) == 2001000
+    assert [r.rd_wdata for r in result.records if r.rd == 5][-1] == (1 << 2) + 2001000
