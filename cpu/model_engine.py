@@ -218,7 +218,7 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
 
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log)
     # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
-    _, cycles = _draft_run(model, protocol, images, ram_size, max_steps, build_dir)
+    cycles = _draft_run(model, protocol, images, ram_size, max_steps, build_dir)
     per_cycle = len(protocol.frame_kinds(False))  # generated tokens of a frame outside M instructions
     minutes = cycles * per_cycle / 100 / 60       # ~100 generated tokens/s in bfloat16 on one core
     (log or (lambda msg: print(msg, file=sys.stderr)))(
@@ -275,10 +275,11 @@ def _memory(model) -> tuple[int, int | None]:
 
 
 def _draft_run(model, protocol, images, ram_size, max_steps, build_dir):
-    """The netlist engine's runs of ``images``, capped at the most instructions whose token trace and
-    attention cache fit in the memory available (at least one frame per instruction); a program that
-    runs past that cap (one that does not halt runs into ``max_steps``: 10 M instructions would need
-    ~70 GB) is one clear error before any long simulation or model work."""
+    """The cycles of the netlist engine's runs of ``images`` (+ 1, the halt report), capped at the most
+    instructions whose token trace and attention cache fit in the memory available (at least one
+    frame per instruction); a program that runs past that cap (one that does not halt runs into
+    ``max_steps``: 10 M instructions would need ~80 GB in bfloat16) is one clear error before any long
+    simulation or model work."""
     from .netlist_engine import run_netlist_batch
 
     per_position, avail = _memory(model)
@@ -294,7 +295,7 @@ def _draft_run(model, protocol, images, ram_size, max_steps, build_dir):
             f"its token trace and the model's attention cache would need at least "
             f"{len(images) * cycles * frame * per_position / 1e9:,.1f} GB, more than the {avail / 1e9:,.1f} GB "
             f"available; pass a smaller --max-steps (~{cap:,} at most, at one frame per instruction)")
-    return sims, cycles
+    return cycles
 
 
 def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
@@ -304,9 +305,9 @@ def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_step
     draft model: the simulator drafts the whole run's tokens, the model scores them in long forward
     calls (``check_model_batch``) and accepts them only if every generated token is its own greedy
     choice; then, position by position, the accepted trace is exactly what token-by-token greedy
-    generation produces, at the speed of teacher forcing (~8x on this machine in bfloat16). If the model rejects
-    a token (its compiled logic departs from the netlist: a compiler bug), the draft is dropped and the
-    programs run again by plain generation from the start (``run_model_batch``), so the result is the
+    generation produces, at the speed of teacher forcing (~8x on this machine in bfloat16). If the
+    model rejects a token (its compiled logic departs from the netlist: a compiler bug), the draft is
+    dropped and the programs run again by plain generation from the start (``run_model_batch``), so the result is the
     model's own greedy run in every case. Each RunResult also gets ``decoding``: how it was produced.
     ``threads``: torch threads for the long forward calls (2 on this idle 2-core machine: 1.8x; on
     cores that other work keeps busy, more threads than free cores is ~10x slower, hence 1)."""
