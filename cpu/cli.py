@@ -43,7 +43,7 @@ def _run_netlist(image, ram_size, max_steps, trace):
     return run_netlist(image, ram_size=ram_size, max_steps=max_steps, trace=trace)
 
 
-def _run_model(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True,
+def _run_model(image, ram_size, max_steps, trace, dtype=DEFAULT_MODEL_DTYPE, batch=1, prefill=True,
                decoding="speculative", threads=None):
     """``decoding``: "speculative" (the netlist simulator drafts, the model verifies every token in long
     forward calls; plain generation if it rejects one), "plain" (token-by-token greedy generation) or
