@@ -1,8 +1,10 @@
 """Compile a C program for the RV32IM+Zba machine into a freestanding ELF, with the runtime in
 cpu/runtime/ (crt0.S, runtime.c, libc.c, link.ld) and the small libc's standard headers in
 cpu/runtime/include/ (on the include path: the freestanding targets have no <stdio.h>, <stdlib.h>,
-<string.h>, <ctype.h>, <assert.h>; <stdint.h>, <stddef.h>, <stdbool.h>, <limits.h>, <stdarg.h> come
-with the compiler).
+<string.h>, <ctype.h>, <assert.h>, <math.h>, <setjmp.h>; <stdint.h>, <stddef.h>, <stdbool.h>,
+<limits.h>, <stdarg.h> come with the compiler). <math.h> and <setjmp.h> are implemented in
+cpu/runtime/libm/, compiled with the program's flags into an archive (``runtime_library``) from which
+the linker takes only what a program calls.
 
 Three compilers are supported; all produce the same kind of ELF (RAM at 0, _start at 0):
 
@@ -41,7 +43,13 @@ INCLUDE_DIR = RUNTIME_DIR / "include"
 # a test checks that this list and the directory agree.
 RUNTIME_FILES = ("crt0.S", "runtime.c", "runtime.h", "link.ld", "int64.c", "libc.c", "printf_float.c",
                  "include/assert.h", "include/ctype.h", "include/errno.h", "include/inttypes.h",
-                 "include/stdio.h", "include/stdlib.h", "include/string.h", "include/strings.h")
+                 "include/math.h", "include/setjmp.h", "include/stdio.h", "include/stdlib.h",
+                 "include/string.h", "include/strings.h") + tuple(f"libm/{name}" for name in (
+                     "basic.c", "explog.c", "float.c", "internal.h", "setjmp.S", "trig.c"))
+# The runtime library archive (``runtime_library``): <math.h> and <setjmp.h>. A program links only the
+# members it calls (an archive, unlike the runtime sources above, adds nothing to programs that do
+# not use it: their ELF bytes stay the same).
+LIBRARY_SOURCES = ("libm/basic.c", "libm/explog.c", "libm/trig.c", "libm/float.c", "libm/setjmp.S")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CACHE_DIR = PROJECT_ROOT / "build" / "cpu"
 COMPILERS = ("zig", "gcc", "clang")
@@ -205,6 +213,50 @@ def _gcc_libgcc() -> str:
     return out if out and os.path.isfile(out) else "-lgcc"
 
 
+def runtime_library(compiler: str, driver: list, flags: list, cache_dir: Path) -> Path:
+    """The runtime library archive (LIBRARY_SOURCES: libm and setjmp) compiled with ``flags`` (the
+    program's compile flags; link-only ones are dropped), cached under ``cache_dir`` by a hash of the
+    flags, the compiler's version and the runtime files. Built with zig's ``ar`` (llvm-ar,
+    deterministic: the same inputs give the same bytes) whatever the compiler."""
+    cflags, skip = [], False
+    for flag in flags:
+        if skip or flag == "-T":
+            skip = not skip
+            continue
+        if not flag.startswith("-Wl,"):
+            cflags.append(flag)
+    key = hashlib.sha256()
+    for part in (f"library {_CACHE_FORMAT}", compiler_version(compiler), compiler, repr(cflags)):
+        key.update(part.encode() + b"\0")
+    for name in runtime_files():
+        key.update(name.encode() + b"\0" + (RUNTIME_DIR / name).read_bytes() + b"\0")
+    path = Path(cache_dir) / f"libm-{compiler}-{key.hexdigest()[:20]}.a"
+    if path.is_file():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".libm-", dir=path.parent) as tmp:
+        objects = []
+        for source in LIBRARY_SOURCES:
+            obj = Path(tmp) / (Path(source).stem + ".o")
+            argv = driver + cflags + ["-c", str(RUNTIME_DIR / source), "-o", str(obj)]
+            try:
+                proc = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S,
+                                      stdin=subprocess.DEVNULL)
+            except OSError as e:
+                raise CompilerNotFoundError(f"cannot run the {compiler} compiler ({argv[0]}): {e}") from None
+            if proc.returncode != 0:
+                raise CompileError(f"{compiler} failed to compile the runtime library's {source} (a bug of "
+                                   f"the runtime, or flags it does not take):\n{(proc.stderr + proc.stdout).strip()}")
+            objects.append(str(obj))
+        archive = Path(tmp) / "libm.a"
+        proc = subprocess.run([sys.executable, "-m", "ziglang", "ar", "rcsD", str(archive)] + objects,
+                              capture_output=True, text=True, timeout=_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        if proc.returncode != 0:
+            raise CompileError(f"zig ar failed to build the runtime library:\n{(proc.stderr + proc.stdout).strip()}")
+        os.replace(archive, path)
+    return path
+
+
 def _libs(compiler: str, int64_helpers: bool) -> list[str]:
     if int64_helpers:
         return []
@@ -218,7 +270,8 @@ def compile_c(source_path, out_elf=None, ram_size: int = DEFAULT_RAM_SIZE, compi
               cache_dir=None, use_cache: bool = True, printf_float: bool | None = None) -> Path:
     """Compile the C program ``source_path`` (one .c file with ``int main(void)``, including
     "runtime.h" and/or the standard headers of runtime/include/: <stdio.h>, <stdlib.h>, <string.h>,
-    <ctype.h>, <assert.h> ...) with the runtime into an ELF for the machine; returns the ELF's path.
+    <ctype.h>, <assert.h>, <math.h>, <setjmp.h> ...) with the runtime into an ELF for the machine;
+    returns the ELF's path.
 
     ``out_elf``: where to put the ELF (default: the cache file itself). ``ram_size``: the RAM the
     program is linked for (the stack starts at its top). ``zba``: let the compiler use Zba.
@@ -236,6 +289,7 @@ def compile_c(source_path, out_elf=None, ram_size: int = DEFAULT_RAM_SIZE, compi
         source = source_path.read_bytes()
     except OSError as e:
         raise CompileError(f"{source_path}: cannot read the C source: {e.strerror or e}") from None
+    _check_installed(compiler)        # every time: compiler_version is cached per process
     version = compiler_version(compiler)
     if printf_float is None:
         printf_float = uses_floating_point(source)
@@ -264,8 +318,9 @@ def compile_c(source_path, out_elf=None, ram_size: int = DEFAULT_RAM_SIZE, compi
             ld = linker_script(ram_size, cache_dir)
             flags = compile_command(compiler, ram_size, opt, extra_flags, zba, int64_helpers, ld_script=str(ld),
                                     printf_float=printf_float)[1]
+            library = runtime_library(compiler, driver, flags, cache_dir)
             argv = (driver + flags + ["-o", tmp] + [str(RUNTIME_DIR / s) for s in runtime_sources]
-                    + [str(source_path)] + libs)
+                    + [str(source_path), str(library)] + libs)
             try:
                 proc = subprocess.run(argv, capture_output=True, text=True, timeout=_TIMEOUT_S,
                                       stdin=subprocess.DEVNULL)
