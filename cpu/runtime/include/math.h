@@ -7,6 +7,9 @@
  * rounded sqrt and fma, and every other function within 1 ulp of the exact value (measured: at most
  * 0.51 ulp for exp, exp2, expm1, the logarithms, pow and the inverse functions, 0.8 for sin, cos, tan,
  * sinh, cosh). The float versions (sinf ...) compute in double and round once.
+ * The + - * / themselves come from the compiler's runtime: zig 0.17.1's compiler_rt rounds some
+ * quotients in the subnormal range 1 ulp off (4.039277139332e-123 / 3.752677336284965e+190 gives
+ * ...2f9c, IEEE ...2f9d; gcc's libgcc is exact), which reaches atan2 with subnormal results.
  * Linked from a library archive only when a program calls them. */
 #ifndef RV32_MATH_H
 #define RV32_MATH_H
