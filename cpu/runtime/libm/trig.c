@@ -275,18 +275,23 @@ static double dd_div(double nh, double nl, double dh, double dl) {
     return q + rem / dh;
 }
 
+/* x = n * pi/2 + hi + lo with |hi + lo| <= ~pi/4 (n = 0 and x itself when |x| <= pi/4 already) */
+static int reduce_quadrant(double x, double *hi, double *lo) {
+    int ex = EXPONENT(x);
+    if (ex < 1022 || (ex == 1022 && (asuint64(x) & 0x7fffffffffffffffULL) <= asuint64(PIO4_H))) {
+        *hi = x;
+        *lo = 0.0;
+        return 0;
+    }
+    return reduce(x, hi, lo);
+}
+
 double sin(double x) {
     int ex = EXPONENT(x);
     if (ex < 1023 - 26) return x; /* |x| < 2^-26: sin(x) rounds to x (also +-0, subnormals) */
     if (ex == 0x7ff) return x - x; /* nan or inf: nan */
     double hi, lo, rh, rl;
-    int n = 0;
-    if (ex < 1022 || (ex == 1022 && (asuint64(x) & 0x7fffffffffffffffULL) <= asuint64(PIO4_H))) {
-        hi = x;
-        lo = 0.0;
-    } else {
-        n = reduce(x, &hi, &lo);
-    }
+    int n = reduce_quadrant(x, &hi, &lo);
     if (n & 1)
         kcos(hi, lo, &rh, &rl);
     else
@@ -300,13 +305,7 @@ double cos(double x) {
     if (ex < 1023 - 27) return 1.0; /* |x| < 2^-27: cos(x) rounds to 1 */
     if (ex == 0x7ff) return x - x;
     double hi, lo, rh, rl;
-    int n = 0;
-    if (ex < 1022 || (ex == 1022 && (asuint64(x) & 0x7fffffffffffffffULL) <= asuint64(PIO4_H))) {
-        hi = x;
-        lo = 0.0;
-    } else {
-        n = reduce(x, &hi, &lo);
-    }
+    int n = reduce_quadrant(x, &hi, &lo);
     if (n & 1)
         ksin(hi, lo, &rh, &rl);
     else
@@ -320,13 +319,7 @@ double tan(double x) {
     if (ex < 1023 - 27) return x; /* |x| < 2^-27: tan(x) rounds to x */
     if (ex == 0x7ff) return x - x;
     double hi, lo, sh, sl, ch, cl;
-    int n = 0;
-    if (ex < 1022 || (ex == 1022 && (asuint64(x) & 0x7fffffffffffffffULL) <= asuint64(PIO4_H))) {
-        hi = x;
-        lo = 0.0;
-    } else {
-        n = reduce(x, &hi, &lo);
-    }
+    int n = reduce_quadrant(x, &hi, &lo);
     ksin(hi, lo, &sh, &sl);
     kcos(hi, lo, &ch, &cl);
     if (n & 1) return -dd_div(ch, cl, sh, sl); /* tan(r + pi/2) = -cos(r)/sin(r) */
