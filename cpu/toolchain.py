@@ -335,6 +335,10 @@ def compile_c(source_path, out_elf=None, ram_size: int = DEFAULT_RAM_SIZE, compi
                     hint = (f"\n{source_path} needs more than the {ram_size:,} bytes of RAM it was linked for: "
                             f"pass a larger --ram-size (cpu run --engine model defaults to the compiled "
                             f"model's RAM; a larger RAM compiles a larger checkpoint)")
+                elif compiler == "clang" and re.search(r"undefined symbol: __(?:add|sub|mul|div|fix|float|extend|"
+                                                       r"trunc|eq|ne|lt|le|gt|ge|unord)[a-z]*[sd]f", output):
+                    hint = (f"\n{source_path} uses floating point, and clang has no soft-float runtime for rv32 "
+                            f"(no compiler-rt builtins): compile it with zig (the default) or gcc")
                 raise CompileError(f"{compiler} failed to compile {source_path} (exit status {proc.returncode}):\n"
                                    f"{output}{hint}")
             os.replace(tmp, cached)

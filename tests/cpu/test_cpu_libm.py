@@ -472,3 +472,11 @@ def test_the_library_adds_only_what_a_program_calls(tmp_path):
     assert not {"sqrt", "sin", "exp", "setjmp"} & syms["plain"]
     assert "sqrt" in syms["root"] and not {"sin", "exp", "atan2"} & syms["root"]
     assert {"sin", "TWO_OVER_PI"} <= syms["sine"] and "exp" not in syms["sine"]     # ours, not compiler_rt's
+
+
+def test_clang_without_soft_float_names_the_fix(tmp_path):
+    from cpu.toolchain import CompileError
+    src = tmp_path / "f.c"
+    src.write_text("#include <math.h>\nint main(void) { volatile double x = 2; return (int)sin(x); }\n")
+    with pytest.raises(CompileError, match="clang has no soft-float runtime for rv32.*zig .*or gcc"):
+        compile_c(src, cache_dir=tmp_path / "cache", compiler=_compiler("clang"))
