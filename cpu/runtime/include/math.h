@@ -10,7 +10,8 @@
  * The + - * / themselves come from the compiler's runtime: zig 0.17.1's compiler_rt rounds some
  * quotients in the subnormal range 1 ulp off (4.039277139332e-123 / 3.752677336284965e+190 gives
  * ...2f9c, IEEE ...2f9d; gcc's libgcc is exact), which reaches atan2 with subnormal results.
- * Linked from a library archive only when a program calls them. */
+ * Linked from a library archive only when a program calls them. Not provided (a call is a compile
+ * error naming the function): erf, erfc, tgamma, lgamma, the Bessel functions, fmaf, <fenv.h>. */
 #ifndef RV32_MATH_H
 #define RV32_MATH_H
 
