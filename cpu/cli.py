@@ -44,7 +44,7 @@ def _run_netlist(image, ram_size, max_steps, trace):
 
 
 def _run_model(image, ram_size, max_steps, trace, dtype=DEFAULT_MODEL_DTYPE, batch=1, prefill=True,
-               decoding="speculative", threads=None):
+               decoding="speculative", threads=None, checkpoint=None):
     """``decoding``: "speculative" (the netlist simulator drafts, the model verifies every token in long
     forward calls; plain generation if it rejects one), "plain" (token-by-token greedy generation) or
     "teacher-forced" (like speculative, but a rejected token is an error: a check of the model)."""
@@ -55,12 +55,13 @@ def _run_model(image, ram_size, max_steps, trace, dtype=DEFAULT_MODEL_DTYPE, bat
     progress = Path("build") / "teacher-forced"
     if decoding == "teacher-forced":
         results = check_model_batch(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
-                                    resume_dir=progress)
+                                    resume_dir=progress, checkpoint=checkpoint)
     elif decoding == "speculative":
         results = run_model_speculative(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
-                                        resume_dir=progress)
+                                        resume_dir=progress, checkpoint=checkpoint)
     else:
-        results = run_model_batch(images, ram_size, max_steps, trace, dtype=dtype, prefill=prefill)
+        results = run_model_batch(images, ram_size, max_steps, trace, dtype=dtype, prefill=prefill,
+                                  checkpoint=checkpoint)
     first = results[0]
     for row, r in enumerate(results[1:], 1):
         if (r.console, r.halt, r.records) != (first.console, first.halt, first.records):
@@ -124,9 +125,11 @@ def _configured_engine(args):
     engine = _engine(args.engine)
     batch, token_by_token = getattr(args, "batch", None), getattr(args, "token_by_token", False)
     if args.engine != "model" and (args.dtype or batch or token_by_token or args.teacher_forced or args.threads
-                                   or args.plain):
-        raise InputError("--dtype, --batch, --plain, --token-by-token, --teacher-forced and --threads are "
-                         "options of --engine model")
+                                   or args.plain or args.checkpoint):
+        raise InputError("--dtype, --batch, --plain, --token-by-token, --teacher-forced, --threads and "
+                         "--checkpoint are options of --engine model")
+    if args.checkpoint and not Path(args.checkpoint).is_dir():
+        raise InputError(f"--checkpoint {args.checkpoint}: no such folder")
     if args.teacher_forced and args.plain:
         raise InputError("--teacher-forced checks the netlist simulator's trace in long forward calls; it "
                          "cannot be combined with --plain (generation)")
@@ -144,7 +147,8 @@ def _configured_engine(args):
         import functools
         decoding = "teacher-forced" if args.teacher_forced else "plain" if plain else "speculative"
         engine = functools.partial(engine, dtype=args.dtype or DEFAULT_MODEL_DTYPE, batch=batch or 1,
-                                   prefill=not token_by_token, decoding=decoding, threads=args.threads)
+                                   prefill=not token_by_token, decoding=decoding, threads=args.threads,
+                                   checkpoint=args.checkpoint)
     return engine
 
 
@@ -266,6 +270,10 @@ def build_parser():
                        help="model engine: torch threads of the long forward calls of speculative decoding "
                             "and --teacher-forced (default 1; 2 on an idle 2-core machine: 1.8x faster, but "
                             "more threads than free cores is many times slower)")
+        p.add_argument("--checkpoint", metavar="FOLDER", default=None,
+                       help="model engine: run this checkpoint instead of the cached build: the compiled "
+                            "CPU's folder (build/cpu-model/...) or one merged in front of a Qwen3.5 model "
+                            "from it by `netlist2tf merge`")
 
     run = sub.add_parser("run", help="run one program (.c or .elf)")
     run.add_argument("program", help="a C source file (one file with main) or an ELF executable")

@@ -136,41 +136,61 @@ def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir="build"):
     return keep_outputs(parse_netlist(result.json_text, str(result.json_path)), MODEL_OUTPUTS)
 
 
-def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir="build", log=None):
-    """(model, protocol, netlist, initial registers, meta, folder), loaded once per process."""
-    from netlist2tf.emit import load_checkpoint
+def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir="build", log=None, checkpoint=None):
+    """(model, protocol, netlist, initial registers, meta, folder), loaded once per process.
 
-    folder = build_checkpoint(ram_size, build_dir, log)
+    ``checkpoint``: a folder to run instead of the cached build: the compiled CPU itself, or a merged
+    checkpoint made from it by ``netlist2tf merge`` (the model is then a ``netlist2tf.merge.MergedTrace``:
+    trace tokens are numbered after the base's vocabulary and the model chooses among them all)."""
+    from netlist2tf.emit import load_checkpoint
+    from netlist2tf.merge import is_merged, load_merged
+
+    folder = Path(checkpoint) if checkpoint else build_checkpoint(ram_size, build_dir, log)
     key = (str(folder), str(dtype))
     if key not in _LOADED:
         _LOADED.clear()                      # one model in memory at a time (they are large)
+        if checkpoint:
+            try:
+                design = json.loads((folder / "compile.json").read_text())["settings"]["design"]
+            except (OSError, ValueError, KeyError, TypeError):
+                design = None
+            if design != core_design(ram_size):
+                raise Netlist2TFError(f"{folder} is not the compiled CPU with {ram_size:,} bytes of RAM (its "
+                                      f"design: {design or 'unreadable compile.json'}); give a folder that "
+                                      f"`cpu run --engine model` built (build/cpu-model/...) or merged from one "
+                                      f"with `netlist2tf merge`, or the --ram-size it was built with")
         try:
-            _LOADED[key] = (*load_checkpoint(folder, dtype), folder)
+            loaded = load_merged(folder, dtype)[:5] if is_merged(folder) else load_checkpoint(folder, dtype)
+            _LOADED[key] = (*loaded, folder)
         except Netlist2TFError as exc:       # a damaged cache entry (an interrupted copy, a full disk)
+            if checkpoint:
+                raise
             raise Netlist2TFError(f"{exc}\n{folder} is a cache of the compiled CPU: delete it and run again "
                                   f"to rebuild it") from None
     return _LOADED[key]
 
 
-def _model_for(images: list, ram_size: int, dtype, build_dir, log):
+def _model_for(images: list, ram_size: int, dtype, build_dir, log, checkpoint=None):
     """``load_model``'s tuple, after checking that the images fit the compiled CPU (entry point 0, RAM)."""
     entries = {img.entry for img in images}
     if len(entries) != 1 or entries != {0}:
         raise Netlist2TFError("the compiled CPU starts at address 0: every program's entry point must be 0")
     for img in images:
         check_image(img, ram_size)
-    return load_model(ram_size, dtype, build_dir, log)
+    return load_model(ram_size, dtype, build_dir, log, checkpoint)
 
 
 def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                     trace: bool = True, dtype=None, prefill: bool = True, build_dir="build",
-                    log=None) -> list:
+                    log=None, checkpoint=None) -> list:
     """Run programs on the compiled CPU, one batch row each, until every one halts or retires
     ``max_steps`` instructions. Returns one RunResult per image, with three more attributes:
-    ``tokens`` (generated for that row), ``prompt_tokens`` and ``checkpoint`` (the folder)."""
+    ``tokens`` (generated for that row), ``prompt_tokens`` and ``checkpoint`` (the folder).
+    ``checkpoint``: run this folder instead of the cached build (``load_model``)."""
     from netlist2tf.host import run_model
 
-    model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log)
+    model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
+                                                               checkpoint)
     B = len(images)
     limit = M_CYCLES * (max_steps + 1) + 2
     decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace)
@@ -203,7 +223,8 @@ class ModelDivergence(Netlist2TFError):
 
 def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                       trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
-                      resume_dir=None, build_dir="build", log=None, what: str = "teacher forcing") -> list:
+                      resume_dir=None, build_dir="build", log=None, what: str = "teacher forcing",
+                      checkpoint=None) -> list:
     """Run programs on the compiled CPU by teacher forcing instead of generation (the same result,
     7-9x faster on long programs): the netlist simulator's trace of each program is fed to the model
     in long forward calls and the model's greedy choice must equal the trace at every generated
@@ -216,7 +237,8 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
     from netlist2tf.sim import TableStimulus
     from netlist2tf.verify import expected_tokens, verify_teacher_forced
 
-    model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log)
+    model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
+                                                               checkpoint)
     # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
     cycles = _draft_run(model, protocol, images, ram_size, max_steps, build_dir)
     per_cycle = len(protocol.frame_kinds(False))  # generated tokens of a frame outside M instructions
@@ -300,7 +322,7 @@ def _draft_run(model, protocol, images, ram_size, max_steps, build_dir):
 
 def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                           trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
-                          resume_dir=None, build_dir="build", log=None) -> list:
+                          resume_dir=None, build_dir="build", log=None, checkpoint=None) -> list:
     """Greedy generation on the compiled CPU by speculative decoding, with the netlist simulator as the
     draft model: the simulator drafts the whole run's tokens, the model scores them in long forward
     calls (``check_model_batch``) and accepts them only if every generated token is its own greedy
@@ -315,14 +337,14 @@ def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_step
     try:
         results = check_model_batch(images, ram_size, max_steps, trace, dtype, device,
                                     threads, resume_dir, build_dir, log,
-                                    what="speculative decoding: drafting")
+                                    what="speculative decoding: drafting", checkpoint=checkpoint)
         for r in results:
             r.decoding = "speculative"
         return results
     except ModelDivergence as exc:
         say(f"cpu: model: the model rejected the netlist simulator's draft ({exc}); running the "
             f"program again by plain greedy generation from the start (its own choice at every token)")
-    results = run_model_batch(images, ram_size, max_steps, trace, dtype, True, build_dir, log)
+    results = run_model_batch(images, ram_size, max_steps, trace, dtype, True, build_dir, log, checkpoint)
     for r in results:
         r.decoding = "plain (the model rejected the speculative draft)"
     return results

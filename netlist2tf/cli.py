@@ -220,13 +220,47 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_merge(args) -> int:
+    from .merge import default_base, merge_checkpoints
+
+    base = args.base or default_base(args.checkpoint, args.build_dir)
+    out = Path(args.out) if args.out else Path(args.build_dir) / "merged" / Path(args.checkpoint).resolve().name
+    t0 = time.perf_counter()
+    info = merge_checkpoints(args.checkpoint, base, out, _dtype(args.dtype) if args.dtype else None,
+                             log=lambda msg: print(msg, file=sys.stderr))
+    ch = info["channels"]
+    print(f"{out}: {info['layers']['compiled'][1]} compiled layers in front of {info['base']['layers']} base "
+          f"layers; hidden {info['hidden_size']} (compiled {ch['compiled'][1]} + anchors "
+          f"{ch['anchors'][1] - ch['anchors'][0]} + text flag + base {info['base']['hidden_size']}); vocabulary "
+          f"{info['trace_token_offset']} base + {info['trace_vocab_size']} trace tokens (from "
+          f"{info['trace_token_offset']}); base residual carried x{info['residual_scale']:g}, its norms x"
+          f"{info['norm_compensation']:.6f}; {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    if info["base"]["not_carried"]:
+        print(f"  not carried (not part of the text model): {', '.join(info['base']['not_carried'][:5])}"
+              f"{' ...' if len(info['base']['not_carried']) > 5 else ''}", file=sys.stderr)
+    return 0
+
+
 def cmd_verify(args) -> int:
     from .emit import load_checkpoint
+    from .merge import is_merged, load_merged
     from .verify import verify_model, verify_teacher_forced
 
     if args.resume and not args.teacher_forced:
         raise Netlist2TFError("--resume saves the progress of a --teacher-forced check; add --teacher-forced")
-    model, protocol, netlist, inits, meta = load_checkpoint(args.checkpoint, _dtype(args.dtype))
+    if is_merged(args.checkpoint):
+        prefix = []
+        if args.text_prefix:
+            import numpy as np
+            info = json.loads((Path(args.checkpoint) / "merge.json").read_text())
+            gen = np.random.default_rng(args.seed)
+            prefix = gen.integers(0, info["trace_token_offset"], args.text_prefix).tolist()
+        model, protocol, netlist, inits, meta = load_merged(args.checkpoint, _dtype(args.dtype), prefix)[:5]
+    elif args.text_prefix:
+        raise Netlist2TFError(f"--text-prefix puts base-vocabulary text before the trace: {args.checkpoint} "
+                              f"is not a merged checkpoint (make one with `netlist2tf merge`)")
+    else:
+        model, protocol, netlist, inits, meta = load_checkpoint(args.checkpoint, _dtype(args.dtype))
     t0 = time.perf_counter()
     if args.teacher_forced:
         if args.token_by_token:
@@ -331,7 +365,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --teacher-forced: save the check's progress (position and model cache) to "
                         "FILE every few minutes and continue from it when run again with the same "
                         "checkpoint, dtype, cycles, batch, seed and window (FILE is deleted at the end)")
+    p.add_argument("--text-prefix", type=int, default=0, metavar="N",
+                   help="merged checkpoints: put N random base-vocabulary tokens (seeded) before the trace")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("merge", help="a compiled checkpoint's layers in front of a Qwen3.5 checkpoint")
+    p.add_argument("checkpoint", help="a folder written by `netlist2tf compile` (or the CPU's build/cpu-model/...)")
+    p.add_argument("--base", help="a Qwen3.5 checkpoint folder (text-only or the published multimodal "
+                                  "layout; default: a small random Qwen3.5 model with the compiled model's "
+                                  "shapes, made once under BUILD/base/)")
+    p.add_argument("--out", help="merged checkpoint folder (default BUILD/merged/NAME)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                   help="dtype of the merged weights (default: the base's)")
+    p.add_argument("--build-dir", default="build")
+    p.set_defaults(func=cmd_merge)
     return ap
 
 

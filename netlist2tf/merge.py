@@ -1,0 +1,559 @@
+"""Merge: a compiled checkpoint's layers in front of a Qwen3.5 checkpoint (DESIGN.md 1d and 3, step 7).
+
+The merged model is one ``Qwen3_5ForCausalLM`` whose residual stream is the compiled model's channels
+followed by the base model's::
+
+    [0, P)            the compiled model's constant channel and bit pairs (P = 1 + 2 * pairs)
+    [P, F)            anchors, re-chosen so that sum(x**2) == 64 * D' on every trace position
+    F                 the text flag: 2**-20 on every base-vocabulary token, 0 on trace tokens
+    [F + 1, D')       the base model's channels, unchanged
+
+and whose layers are the compiled model's (reading and writing only [0, P)) followed by the base
+model's (reading and writing only the base channels). The vocabulary is the base's followed by the
+trace tokens (trace token t is model token ``offset + t``).
+
+Why it is exact on a trace and faithful on text:
+
+* a trace token carries zeros in the base channels and the compiled layers never write there, so on a
+  trace-only prompt every base layer sees zeros and adds exactly zero; the compiled layers see the
+  residual they were compiled for (the anchors make every decoder RMSNorm the same identity at D');
+* a base token carries zeros in the compiled channels (no constant channel: every compiled neuron,
+  DeltaNet write and output gate stays shut, so the compiled layers add exactly nothing), and the base
+  layers' RMSNorm weights are scaled by sqrt(D_base / D') so their normalisation over D' channels
+  gives what it gave over D_base (the flag's square, 2**-40, vanishes in the mean);
+* the LM head keeps base tokens out of trace positions (a weight of -2**14 on the constant channel)
+  and trace tokens out of text positions (a weight on the flag, which the final norm amplifies to
+  1/rms: trace logits of about -65,536/rms there).
+
+The base's weights keep their values (new rows and columns are zero); only its RMSNorm weights are
+rescaled, and its LM head is untied from the embedding when they were tied. ``merge.json`` records
+the channel and layer map. ``MergedTrace`` lets the trace host (``host.run_model``, ``verify``) drive a
+merged model by trace token numbers while the model still chooses over the whole vocabulary.
+"""
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from .errors import Netlist2TFError
+from .gadgets.layout import NORM_WEIGHT, SCALE, ResidualLayout
+
+FORMAT = 1
+FLAG_WEIGHT = -2.0 ** 20        # trace tokens' LM-head weight on the normalised text flag
+BASE_BLOCK = -2.0 ** 14         # base tokens' LM-head weight on the normalised constant channel
+# The base's weights that write the residual stream (scaled by the residual scale with its embedding)
+WRITES = ("self_attn.o_proj.weight", "linear_attn.out_proj.weight", "mlp.down_proj.weight")
+
+# The geometry that must be equal in the compiled model and the base (Qwen3.5's shapes are global).
+GEOMETRY = ("num_attention_heads", "num_key_value_heads", "head_dim", "linear_num_key_heads",
+            "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+            "linear_conv_kernel_dim", "rms_norm_eps", "hidden_act")
+
+
+# --------------------------------------------------------------------------------------------------
+# The weight table: every key of a Qwen3.5 text model and the meaning of each of its axes.
+# "H" hidden, "I" FFN intermediate, "V" vocabulary; an int is a fixed size from the config.
+
+def _table(cfg: dict) -> dict:
+    """{key suffix: axes} for one layer of each type, and the model-level keys."""
+    nh, nkv, hd = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]
+    nk, nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    dk, dv, K = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"], cfg["linear_conv_kernel_dim"]
+    conv = 2 * nk * dk + nv * dv
+    common = {"input_layernorm.weight": ("H",), "post_attention_layernorm.weight": ("H",),
+              "mlp.gate_proj.weight": ("I", "H"), "mlp.up_proj.weight": ("I", "H"),
+              "mlp.down_proj.weight": ("H", "I")}
+    full = {"self_attn.q_proj.weight": (2 * nh * hd, "H"), "self_attn.k_proj.weight": (nkv * hd, "H"),
+            "self_attn.v_proj.weight": (nkv * hd, "H"), "self_attn.o_proj.weight": ("H", nh * hd),
+            "self_attn.q_norm.weight": (hd,), "self_attn.k_norm.weight": (hd,)}
+    linear = {"linear_attn.in_proj_qkv.weight": (conv, "H"), "linear_attn.in_proj_z.weight": (nv * dv, "H"),
+              "linear_attn.in_proj_b.weight": (nv, "H"), "linear_attn.in_proj_a.weight": (nv, "H"),
+              "linear_attn.conv1d.weight": (conv, 1, K), "linear_attn.dt_bias": (nv,),
+              "linear_attn.A_log": (nv,), "linear_attn.norm.weight": (dv,),
+              "linear_attn.out_proj.weight": ("H", nv * dv)}
+    return {"full_attention": {**common, **full}, "linear_attention": {**common, **linear}}
+
+
+def _shape(axes, cfg) -> tuple:
+    size = {"H": cfg["hidden_size"], "I": cfg["intermediate_size"], "V": cfg["vocab_size"]}
+    return tuple(size[a] if isinstance(a, str) else a for a in axes)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading checkpoints
+
+class _Checkpoint:
+    """A Qwen3.5 checkpoint folder's text config and text weights (text-only ``qwen3_5_text`` or the
+    published multimodal ``qwen3_5`` layout, one safetensors file or a sharded index)."""
+
+    def __init__(self, folder, role: str):
+        from safetensors import safe_open
+
+        self.folder = folder = Path(folder)
+        self.role = role
+        cfg_path = folder / "config.json"
+        try:
+            doc = json.loads(cfg_path.read_text())
+        except OSError as exc:
+            raise Netlist2TFError(f"{role} {folder}: cannot read config.json ({exc.strerror or exc}); give "
+                                  f"a Qwen3.5 checkpoint folder")
+        except json.JSONDecodeError as exc:
+            raise Netlist2TFError(f"{role} {cfg_path} is not JSON ({exc.msg} at line {exc.lineno})")
+        kind = doc.get("model_type") if isinstance(doc, dict) else None
+        if kind not in ("qwen3_5", "qwen3_5_text"):
+            raise Netlist2TFError(f"{role} {folder} is not a dense Qwen3.5 checkpoint (model_type {kind!r})")
+        self.multimodal = kind == "qwen3_5"
+        self.config = dict(doc["text_config"]) if self.multimodal else dict(doc)
+        self.config.setdefault("head_dim", self.config["hidden_size"] // self.config["num_attention_heads"])
+        self.config.setdefault("linear_conv_kernel_dim", 4)
+        self.config.setdefault("rms_norm_eps", 1e-6)
+        self.config.setdefault("hidden_act", "silu")
+        self.tied = bool(doc.get("tie_word_embeddings", self.config.get("tie_word_embeddings", False)))
+        index = folder / "model.safetensors.index.json"
+        if index.is_file():
+            try:
+                files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            except (json.JSONDecodeError, KeyError, AttributeError) as exc:
+                raise Netlist2TFError(f"{role} {index} is malformed ({exc})")
+        elif (folder / "model.safetensors").is_file():
+            files = ["model.safetensors"]
+        else:
+            raise Netlist2TFError(f"{role} {folder} has no model.safetensors (nor an index of shards)")
+        self.where = {}
+        self.handles = []
+        for name in files:
+            try:
+                h = safe_open(str(folder / name), "pt")
+            except Exception as exc:            # safetensors raises its own error types
+                raise Netlist2TFError(f"{role} {folder / name} is not a readable safetensors file: {exc}")
+            self.handles.append(h)
+            for key in h.keys():
+                self.where[key] = h
+        prefix = "model.language_model." if self.multimodal else "model."
+        self.keys = {}
+        self.skipped = []
+        for key in sorted(self.where):
+            if key.startswith(prefix):
+                self.keys["model." + key[len(prefix):]] = key
+            elif key == "lm_head.weight":
+                self.keys[key] = key
+            else:
+                self.skipped.append(key)          # vision tower, MTP head: not part of the text model
+
+    def get(self, key: str) -> torch.Tensor:
+        if key not in self.keys:
+            raise Netlist2TFError(f"{self.role} {self.folder} lacks the weight {key}")
+        return self.where[self.keys[key]].get_tensor(self.keys[key])
+
+    def check(self, table: dict, cfg: dict) -> None:
+        """Every text weight present with the shape the config implies, and nothing else."""
+        expected = {"model.embed_tokens.weight": ("V", "H"), "model.norm.weight": ("H",)}
+        if not self.tied or "lm_head.weight" in self.keys:
+            expected["lm_head.weight"] = ("V", "H")
+        for i, kind in enumerate(cfg["layer_types"]):
+            if kind not in table:
+                raise Netlist2TFError(f"{self.role} {self.folder}: layer {i} has type {kind!r}")
+            for suffix, axes in table[kind].items():
+                expected[f"model.layers.{i}.{suffix}"] = axes
+        problems = []
+        for key, axes in expected.items():
+            if key not in self.keys:
+                problems.append(f"{key} is missing")
+                continue
+            got = tuple(self.where[self.keys[key]].get_slice(self.keys[key]).get_shape())
+            if got != _shape(axes, cfg):
+                problems.append(f"{key} has shape {got}, the config implies {_shape(axes, cfg)}")
+        problems += [f"unexpected weight {k}" for k in sorted(set(self.keys) - set(expected))]
+        if problems:
+            raise Netlist2TFError(f"{self.role} {self.folder} does not match its Qwen3.5 config: "
+                                  + "; ".join(problems[:8]) + (f" (and {len(problems) - 8} more)"
+                                                                 if len(problems) > 8 else ""))
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.get("model.norm.weight").dtype
+
+
+def _compiled_layout(emb: torch.Tensor) -> ResidualLayout:
+    """The residual layout of a compiled model, read back from its embedding (constant channel 0,
+    bit pairs, then anchors: the channels every token holds at the same value >= 2), and checked
+    against ``ResidualLayout.build``."""
+    D = emb.shape[1]
+    if not bool((emb[:, 0] == 1).all()):
+        raise Netlist2TFError("its embedding has no constant channel 0: it was not compiled by netlist2tf")
+    same = (emb == emb[0]).all(dim=0) & (emb[0] >= 2)
+    chans = torch.nonzero(same).flatten().tolist()
+    if not chans or chans != list(range(chans[0], chans[-1] + 1)) or chans[0] % 2 == 0:
+        raise Netlist2TFError("its embedding has no anchor channels after the bit pairs: it was not "
+                              "compiled by netlist2tf")
+    layout = ResidualLayout.build(D, (chans[0] - 1) // 2)
+    if layout.anchors != tuple((c, int(emb[0, c])) for c in chans):
+        raise Netlist2TFError("its anchors are not the ones netlist2tf chooses for its hidden size")
+    return layout
+
+
+def _merged_layout(n_pairs: int, base_hidden: int) -> tuple[ResidualLayout, int]:
+    """The smallest merged hidden size D' whose layout (the compiled pairs, anchors for D'), one flag
+    channel and the base channels fit; returns (layout at D', the flag channel)."""
+    pairs_end = 1 + 2 * n_pairs
+    room = 0
+    while True:
+        D = pairs_end + room + 1 + base_hidden
+        layout = ResidualLayout.build(D, n_pairs)
+        if len(layout.anchors) <= room:
+            return layout, pairs_end + room
+        room = len(layout.anchors)
+
+
+def _compensation(Db: int, D: int, eps: float) -> tuple[float, float, float]:
+    """(residual scale s, text flag f, norm factor) that make a base RMSNorm over D' channels compute
+    what it computed over Db, eps included.
+
+    The base's residual is carried s times larger (s a power of two: exact in every float format)
+    and the flag channel holds f on text positions, so the merged mean square is
+    (s**2 * sum + f**2) / D' + eps. With s**2 = c * D' / Db and f**2 = (c - 1) * D' * eps this is
+    c * (sum / Db + eps): c times the base's own, whatever the sum; the norm weight (1 + w) * sqrt(Db / D')
+    then gives back the base's normalised vector exactly (in real arithmetic). c > 1 keeps f > 0."""
+    s = 1.0
+    while s * s <= D / Db:
+        s *= 2
+    c = s * s * Db / D
+    return s, math.sqrt((c - 1) * D * eps), math.sqrt(Db / D)
+
+
+# --------------------------------------------------------------------------------------------------
+# The merge
+
+def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dtype | None = None,
+                      log=None) -> dict:
+    """Write the merged checkpoint to ``out_folder`` (replaced atomically); returns merge.json's dict.
+
+    Raises Netlist2TFError naming every geometry number that differs, a weight that is missing or
+    misshapen, or a compiled model whose layers touch channels outside its pairs."""
+    from safetensors.torch import save_file
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
+
+    log = log or (lambda msg: None)
+    compiled_folder, base_folder, out_folder = Path(compiled_folder), Path(base_folder), Path(out_folder)
+    for name in ("compile.json", "netlist.json", "trace_protocol.json"):
+        if not (compiled_folder / name).is_file():
+            raise Netlist2TFError(f"{compiled_folder} is not a netlist2tf checkpoint: {name} is missing; "
+                                  f"create one with `netlist2tf compile`")
+    if (compiled_folder / "merge.json").is_file():
+        raise Netlist2TFError(f"{compiled_folder} is already a merged checkpoint; merge the compiled "
+                              f"checkpoint it was made from")
+    cpu = _Checkpoint(compiled_folder, "compiled checkpoint")
+    base = _Checkpoint(base_folder, "base checkpoint")
+    cc, bc = cpu.config, base.config
+    diff = [f"{k}: compiled {cc.get(k)!r}, base {bc.get(k)!r}" for k in GEOMETRY if cc.get(k) != bc.get(k)]
+    if diff:
+        raise Netlist2TFError(
+            "the compiled model and the base differ in shapes Qwen3.5 shares between all layers ("
+            + "; ".join(diff) + f"); compile the design for this base with `netlist2tf compile DESIGN "
+            f"--target {base_folder}` and merge that")
+    table = _table(cc)
+    cpu.check(table, cc)
+    base.check(table, bc)
+    cpu_attention = [i for i, t in enumerate(cc["layer_types"]) if t == "full_attention" and any(
+        bool(cpu.get(f"model.layers.{i}.self_attn.{p}_proj.weight").any()) for p in "qkvo")]
+    if cpu_attention and cc.get("rope_parameters") != bc.get("rope_parameters"):
+        raise Netlist2TFError(f"the compiled model's attention layers {cpu_attention} use RoPE "
+                              f"{cc.get('rope_parameters')}, the base {bc.get('rope_parameters')}; "
+                              f"compile with --target {base_folder}")
+
+    emb = cpu.get("model.embed_tokens.weight").float()
+    try:
+        layout = _compiled_layout(emb)
+    except Netlist2TFError as exc:
+        raise Netlist2TFError(f"{compiled_folder}: {exc}")
+    P = layout.first_pair + 2 * layout.n_pairs
+    Db, Dc = bc["hidden_size"], cc["hidden_size"]
+    new, flag = _merged_layout(layout.n_pairs, Db)
+    D = new.hidden_size
+    B0 = flag + 1
+    I = max(cc["intermediate_size"], bc["intermediate_size"])
+    Vb, Vt = bc["vocab_size"], cc["vocab_size"]
+    dtype = dtype or base.dtype
+    scale, flag_value, comp = _compensation(Db, D, bc["rms_norm_eps"])
+    log(f"merged residual: {P} compiled channels + {len(new.anchors)} anchors + flag + {Db} base = {D}")
+
+    def place(t: torch.Tensor, axes, hidden_at: int, width: int, key: str) -> torch.Tensor:
+        """``t`` in a zero tensor of the merged shape: its hidden axes' first ``width`` entries at
+        ``hidden_at``, its intermediate axis from 0; the compiled model's channels beyond ``width``
+        must be zero (nothing else may read or write them)."""
+        shape = tuple(D if a == "H" else I if a == "I" else n for a, n in zip(axes, t.shape))
+        out = torch.zeros(shape, dtype=dtype)
+        src = t.to(dtype)
+        idx = []
+        for a, n in zip(axes, t.shape):
+            if a == "H":
+                if width < n and bool(src.narrow(len(idx), width, n - width).any()):
+                    raise Netlist2TFError(f"{compiled_folder}: {key} uses residual channels beyond the "
+                                          f"bit pairs; it cannot be merged")
+                src = src.narrow(len(idx), 0, width)
+                idx.append(slice(hidden_at, hidden_at + width))
+            else:
+                idx.append(slice(0, src.shape[len(idx)]))
+        out[tuple(idx)] = src
+        return out
+
+    state = {}
+    n_cpu = len(cc["layer_types"])
+    for i, kind in enumerate(cc["layer_types"]):
+        for suffix, axes in table[kind].items():
+            key = f"model.layers.{i}.{suffix}"
+            t = cpu.get(key)
+            if axes == ("H",):                     # a decoder RMSNorm: identity weight on the pairs
+                w = torch.zeros(D, dtype=torch.float64)
+                w[:P] = t[:P].double()
+                w[P:flag] = NORM_WEIGHT
+                state[key] = w
+            else:
+                state[key] = place(t, axes, 0, P, key)
+    for i, kind in enumerate(bc["layer_types"]):
+        for suffix, axes in table[kind].items():
+            t = base.get(f"model.layers.{i}.{suffix}")
+            key = f"model.layers.{n_cpu + i}.{suffix}"
+            if axes == ("H",):
+                w = torch.zeros(D, dtype=torch.float64)
+                w[B0:] = (1 + t.double()) * comp - 1
+                state[key] = w
+            else:
+                state[key] = place(t, axes, B0, Db, key) * (scale if suffix in WRITES else 1)
+
+    # Embedding: base tokens, then trace tokens with the anchors for D'.
+    E = torch.zeros(Vb + Vt, D, dtype=dtype)
+    E[:Vb, B0:] = base.get("model.embed_tokens.weight").to(dtype) * scale
+    E[:Vb, flag] = flag_value
+    E[Vb:, :P] = emb[:, :P].to(dtype)
+    for ch, v in new.anchors:
+        E[Vb:, ch] = v
+    if not bool(((E[Vb:].double() ** 2).sum(dim=1) == SCALE * SCALE * D).all()):
+        raise AssertionError("merged anchors do not make every trace position's mean square 64")
+    state["model.embed_tokens.weight"] = E
+    head = base.get("model.embed_tokens.weight" if base.tied and "lm_head.weight" not in base.keys
+                    else "lm_head.weight")
+    H = torch.zeros(Vb + Vt, D, dtype=dtype)
+    H[:Vb, B0:] = head.to(dtype)
+    H[:Vb, layout.one] = BASE_BLOCK
+    H[Vb:] = place(cpu.get("lm_head.weight"), ("V", "H"), 0, P, "lm_head.weight")[:Vt]
+    H[Vb:, flag] = FLAG_WEIGHT
+    state["lm_head.weight"] = H
+    norm = torch.zeros(D, dtype=torch.float64)
+    norm[:P] = cpu.get("model.norm.weight")[:P].double()
+    norm[P:flag] = NORM_WEIGHT
+    norm[B0:] = (1 + base.get("model.norm.weight").double()) * comp - 1
+    state["model.norm.weight"] = norm
+
+    cfg = {k: v for k, v in bc.items() if k not in ("architectures", "transformers_version", "dtype",
+                                                     "torch_dtype", "_name_or_path", "model_type")}
+    cfg.update(hidden_size=D, intermediate_size=I, num_hidden_layers=n_cpu + len(bc["layer_types"]),
+               layer_types=list(cc["layer_types"]) + list(bc["layer_types"]), vocab_size=Vb + Vt,
+               tie_word_embeddings=False)
+    for k in ("mtp_num_hidden_layers", "mtp_use_dedicated_embeddings"):
+        cfg.pop(k, None)                # the MTP head is not carried (it reads the base hidden size)
+    config = Qwen3_5TextConfig(**cfg)
+    config.architectures = ["Qwen3_5ForCausalLM"]
+    config.dtype = str(dtype).split(".")[-1]
+
+    info = {"format": FORMAT, "trace_token_offset": Vb, "trace_vocab_size": Vt,
+            "base": {"folder": str(base_folder), "hidden_size": Db, "layers": len(bc["layer_types"]),
+                     "vocab_size": Vb, "multimodal": base.multimodal, "tied_embeddings": base.tied,
+                     "not_carried": base.skipped[:20] + ([f"... {len(base.skipped) - 20} more"]
+                                                         if len(base.skipped) > 20 else [])},
+            "compiled": {"folder": str(compiled_folder), "hidden_size": Dc, "layers": n_cpu},
+            "channels": {"compiled": [0, P], "anchors": [P, flag], "flag": flag, "base": [B0, D]},
+            "layers": {"compiled": [0, n_cpu], "base": [n_cpu, n_cpu + len(bc["layer_types"])]},
+            "residual_scale": scale, "text_flag": flag_value, "norm_compensation": comp, "hidden_size": D, "intermediate_size": I,
+            "dtype": config.dtype}
+    out_folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=out_folder.name + ".", dir=out_folder.parent))
+    try:
+        config.save_pretrained(tmp)
+        (tmp / "generation_config.json").write_text(json.dumps(
+            {"do_sample": False, "transformers_version": config.transformers_version}, indent=2) + "\n")
+        save_file({k: state[k].to(dtype).contiguous() for k in sorted(state)}, str(tmp / "model.safetensors"),
+                  metadata={"format": "pt"})
+        for name in ("compile.json", "netlist.json", "trace_protocol.json"):
+            shutil.copyfile(compiled_folder / name, tmp / name)
+        if (compiled_folder / "report").is_dir():            # the compiled layers' report (the CPU's)
+            shutil.copytree(compiled_folder / "report", tmp / "report")
+        (tmp / "merge.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
+        if out_folder.exists():
+            shutil.rmtree(out_folder)
+        os.replace(tmp, out_folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return info
+
+
+# --------------------------------------------------------------------------------------------------
+# Running a merged checkpoint's trace
+
+class MergedTrace:
+    """The trace host's view of a merged model: it is called with trace token numbers (model token
+    ``offset + t``) and returns logits over the trace vocabulary plus one last column that wins the
+    argmax exactly when the model's own greedy choice over its whole vocabulary is a base token
+    (ties go to the base token, as they do in ``torch.argmax`` over the full vocabulary, where base
+    tokens come first). ``prefix``: base-vocabulary tokens fed before the first call's tokens (their
+    logits are not returned), to run a trace after text."""
+
+    def __init__(self, model, offset: int, vocab: int, prefix=()):
+        self.model, self.offset, self.vocab, self.prefix = model, offset, vocab, list(prefix)
+        self.config = model.config
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def state_dict(self):
+        return self.model.state_dict()
+
+    def to(self, device):
+        self.model.to(device)
+        return self
+
+    def __call__(self, input_ids, cache=None, **kw):
+        from .protocol import TraceError
+
+        if bool((input_ids >= self.vocab).any()):     # the last column: the model chose a base token
+            raise TraceError("the merged model's greedy choice at a trace position is a base-vocabulary "
+                             "token, not a trace token (the base's logits beat the compiled model's there)")
+        ids = input_ids + self.offset
+        skip = 0
+        if cache is None and self.prefix:
+            pre = torch.tensor(self.prefix, dtype=ids.dtype, device=ids.device).expand(ids.shape[0], -1)
+            ids, skip = torch.cat([pre, ids], dim=1), len(self.prefix)
+        out = self.model(input_ids=ids, cache=cache, **kw)
+        logits = out.logits[:, skip:]
+        trace = logits[..., self.offset:self.offset + self.vocab]
+        best_base = logits[..., :self.offset].max(dim=-1).values
+        base_wins = best_base >= trace.max(dim=-1).values
+        column = torch.where(base_wins, torch.full_like(best_base, float("inf")), best_base)
+        return SimpleNamespace(logits=torch.cat([trace, column.unsqueeze(-1)], dim=-1), cache=out.cache)
+
+
+def is_merged(folder) -> bool:
+    return (Path(folder) / "merge.json").is_file()
+
+
+def load_merged(folder, dtype=None, prefix=()):
+    """(MergedTrace, protocol, netlist, initial registers, compile meta, merge info) of a merged
+    checkpoint folder. Raises Netlist2TFError naming a missing or malformed file."""
+    from transformers import AutoModelForCausalLM
+
+    from .assemble import resolve_gated
+    from .graph import keep_outputs
+    from .ir import parse_netlist
+    from .protocol import TraceProtocol
+
+    folder = Path(folder)
+    for name in ("config.json", "model.safetensors", "compile.json", "netlist.json", "merge.json"):
+        if not (folder / name).is_file():
+            raise Netlist2TFError(f"{folder} is not a merged netlist2tf checkpoint: {name} is missing; "
+                                  f"create one with `netlist2tf merge`")
+    try:
+        meta = json.loads((folder / "compile.json").read_text())
+        info = json.loads((folder / "merge.json").read_text())
+    except json.JSONDecodeError as exc:
+        raise Netlist2TFError(f"{folder}: compile.json or merge.json is not JSON ({exc.msg})")
+    if info.get("format") != FORMAT:
+        raise Netlist2TFError(f"{folder} was merged by another netlist2tf version (format "
+                              f"{info.get('format')!r}, this one reads {FORMAT}); merge it again")
+    netlist = parse_netlist((folder / "netlist.json").read_text(), str(folder / "netlist.json"))
+    if meta.get("outputs") is not None:
+        netlist = keep_outputs(netlist, meta["outputs"])
+    gated = meta.get("gated")
+    protocol = TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, meta["chunk_bits"],
+                                          None if gated is None else resolve_gated(netlist, *gated))
+    if protocol.vocab_size != info["trace_vocab_size"]:
+        raise Netlist2TFError(f"{folder}: merge.json's trace vocabulary ({info['trace_vocab_size']}) does "
+                              f"not match its trace protocol ({protocol.vocab_size}); merge it again")
+    bad = [t for t in prefix if not 0 <= t < info["trace_token_offset"]]
+    if bad:
+        raise Netlist2TFError(f"text prefix tokens {bad[:5]} are not base-vocabulary tokens "
+                              f"(0..{info['trace_token_offset'] - 1})")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or getattr(torch, info["dtype"]))
+    except Exception as exc:        # transformers raises many kinds; name the folder and the cause
+        raise Netlist2TFError(f"transformers could not load {folder}: {type(exc).__name__}: {exc}")
+    model.eval()
+    meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
+                              for name, words in meta.get("initial_memory", {}).items()}
+    return (MergedTrace(model, info["trace_token_offset"], protocol.vocab_size, prefix), protocol, netlist,
+            meta["initial_registers"], meta, info)
+
+
+# --------------------------------------------------------------------------------------------------
+# The embedded default base: a small random Qwen3.5 checkpoint
+
+def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, intermediate_size: int = 512,
+              vocab_size: int = 1024, seed: int = 0, tied: bool = True) -> Path:
+    """Write a random ``Qwen3_5ForCausalLM`` checkpoint with ``like``'s shared geometry (the keys of
+    GEOMETRY it has; Qwen3.5's defaults for the others), ``layers`` layers of the published pattern (three DeltaNet, then full attention), and
+    random norm weights, decays and convolutions (so that merging has something to preserve).
+    Deterministic: the same arguments give byte-identical files."""
+    from transformers import Qwen3_5ForCausalLM
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
+
+    folder = Path(folder)
+    geometry = {k: like[k] for k in GEOMETRY if k in like}
+    config = Qwen3_5TextConfig(
+        vocab_size=vocab_size, hidden_size=hidden_size, intermediate_size=intermediate_size,
+        num_hidden_layers=layers, layer_types=["full_attention" if i % 4 == 3 else "linear_attention"
+                                               for i in range(layers)],
+        tie_word_embeddings=tied, rope_parameters=like.get("rope_parameters"), **geometry)
+    gen = torch.Generator().manual_seed(seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        model = Qwen3_5ForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters()):
+            if name.endswith("norm.weight") and "linear_attn" not in name:
+                p.copy_(0.2 * torch.randn(p.shape, generator=gen))        # (1 + w) around 1
+            elif name.endswith("linear_attn.norm.weight"):
+                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=gen))
+            elif name.endswith(("A_log", "dt_bias")):
+                p.copy_(torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(0.05 * torch.randn(p.shape, generator=gen))
+    model.generation_config.do_sample = False
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        model.save_pretrained(tmp)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder
+
+
+BASE_DEFAULTS = {"hidden_size": 256, "layers": 4, "intermediate_size": 512, "vocab_size": 1024, "seed": 0}
+
+
+def default_base(compiled_folder, build_dir="build") -> Path:
+    """The embedded default base for ``compiled_folder``: ``make_base`` with its shapes and
+    ``BASE_DEFAULTS``, made once and cached under ``build_dir/base/`` by those settings."""
+    import hashlib
+
+    path = Path(compiled_folder) / "config.json"
+    try:
+        like = json.loads(path.read_text())
+        key = {k: like[k] for k in GEOMETRY} | {"rope_parameters": like.get("rope_parameters")}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise Netlist2TFError(f"{compiled_folder} is not a checkpoint folder: {path} is missing or not a "
+                              f"Qwen3.5 config")
+    digest = hashlib.sha256(json.dumps([key, BASE_DEFAULTS], sort_keys=True).encode()).hexdigest()[:16]
+    folder = Path(build_dir) / "base" / digest
+    if not (folder / "model.safetensors").is_file():
+        make_base(folder, like, **BASE_DEFAULTS)
+    return folder

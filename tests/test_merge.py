@@ -1,0 +1,254 @@
+"""The merge: a compiled checkpoint's layers in front of a Qwen3.5 checkpoint.
+
+Oracles: the base model itself, run by ``transformers`` (text-only prompts: the merged model's logits
+over the base vocabulary must be the base's within the base's own float32 / bfloat16 noise, measured
+against float64 in the same test), the base checkpoint's tensors (every one must be found in the merged
+file at its place, with its value), and the netlist simulator (the trace on the merged model, with and
+without text before it, in every mode)."""
+
+import hashlib
+import json
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from netlist2tf import cli
+from netlist2tf.assemble import assemble
+from netlist2tf.emit import emit_checkpoint
+from netlist2tf.errors import Netlist2TFError
+from netlist2tf.frontend import synthesize
+from netlist2tf.ir import parse_netlist
+from netlist2tf.merge import WRITES, load_merged, make_base, merge_checkpoints
+from netlist2tf.target import Target
+from netlist2tf.verify import verify_model, verify_teacher_forced
+
+# Qwen3.5's published shapes in miniature: DeltaNet key/value heads of 128, two value heads per key
+# head, attention heads of 64 grouped 2:1, the [linear x3, full] pattern.
+QWEN_LIKE = {"model_type": "qwen3_5_text", "hidden_size": 384, "intermediate_size": 192,
+             "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
+             "linear_num_key_heads": 4, "linear_num_value_heads": 8, "linear_key_head_dim": 128,
+             "linear_value_head_dim": 128, "vocab_size": 300,
+             "layer_types": ["linear_attention"] * 3 + ["full_attention"]}
+BASE_VOCAB = 300
+
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory, build_dir):
+    """(base folder, compiled folder, merged folder, merge info): a random Qwen3.5-shaped base; the
+    FIFO (a memory: DeltaNet writes) compiled onto its shapes with ``--target``; the two merged."""
+    root = tmp_path_factory.mktemp("merge")
+    base = make_base(root / "base", QWEN_LIKE, hidden_size=384, layers=4, intermediate_size=192,
+                     vocab_size=BASE_VOCAB, seed=3)
+    result = synthesize("hdl.examples.fifo:FIFO", "macro", build_dir)
+    compiled = assemble(parse_netlist(result.json_text), layers=8,
+                        target=Target.from_config_json(base, layers=8))
+    folder = emit_checkpoint(compiled, result.json_text, root / "fifo")
+    info = merge_checkpoints(folder, base, root / "merged")
+    return base, folder, root / "merged", info
+
+
+def _logits(folder, ids, dtype):
+    from transformers import AutoModelForCausalLM
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
+    with torch.no_grad():
+        return model(input_ids=ids).logits.double()
+
+
+def test_text_logits_are_the_base_models(merged):
+    """On text-only prompts the merged model computes the base model: its logits over the base
+    vocabulary differ from the base's exact (float64) ones no more than the base's own do in the
+    same dtype, and the trace tokens never come near winning."""
+    base, _, out, info = merged
+    ids = torch.randint(0, BASE_VOCAB, (3, 48), generator=torch.Generator().manual_seed(7))
+    exact = _logits(base, ids, torch.float64)
+    for dtype in (torch.float32, torch.bfloat16):
+        own = (_logits(base, ids, dtype) - exact).abs().max().item()
+        m = _logits(out, ids, dtype)
+        ours = (m[..., :BASE_VOCAB] - exact).abs().max().item()
+        assert ours <= 2 * own, (dtype, ours, own)
+        assert (m[..., BASE_VOCAB:].max(-1).values < m[..., :BASE_VOCAB].max(-1).values - 1000).all()
+    # and greedy text generation is the base's
+    from transformers import AutoModelForCausalLM
+    outs = [AutoModelForCausalLM.from_pretrained(f).eval().generate(ids[:, :8], max_new_tokens=12,
+                                                                    do_sample=False) for f in (base, out)]
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_base_weights_keep_their_values(merged):
+    """Every base tensor is in the merged file at its layer and channels, bit for bit (the embedding and
+    the residual-writing projections times the residual scale, a power of two: exact), the norms
+    compensated; nothing else of a base layer is non-zero; the compiled layers hold the compiled
+    tensors on the compiled channels."""
+    base, compiled, out, info = merged
+    b = safe_open(str(base / "model.safetensors"), "pt")
+    c = safe_open(str(compiled / "model.safetensors"), "pt")
+    m = safe_open(str(out / "model.safetensors"), "pt")
+    s, comp = info["residual_scale"], info["norm_compensation"]
+    assert s in (1, 2, 4, 8, 16)
+    lo, hi = info["channels"]["base"]
+    P = info["channels"]["compiled"][1]
+    n_cpu = info["layers"]["compiled"][1]
+    checked = 0
+    for key in b.keys():
+        t = b.get_tensor(key)
+        if key.startswith("model.layers."):
+            i, rest = key[len("model.layers."):].split(".", 1)
+            mkey = f"model.layers.{int(i) + n_cpu}.{rest}"
+        else:
+            mkey = key
+        got = m.get_tensor(mkey)
+        if key.endswith("layernorm.weight") or key == "model.norm.weight":
+            assert torch.allclose(1 + got[lo:hi].double(), (1 + t.double()) * comp, rtol=1e-6, atol=0)
+            assert not got[:lo].any() or key == "model.norm.weight"
+            continue
+        if key == "model.embed_tokens.weight":
+            assert torch.equal(got[:BASE_VOCAB, lo:hi], t * s)
+            assert torch.equal(m.get_tensor("lm_head.weight")[:BASE_VOCAB, lo:hi], t)   # untied
+            assert not got[BASE_VOCAB:, lo:hi].any()
+            checked += 1
+            continue
+        want = t * s if rest.endswith(WRITES) else t
+        dims = [(d, n) for d, n in enumerate(t.shape) if n == 384]         # the hidden axes
+        index = tuple(slice(lo, hi) if any(d == k for k, _ in dims) else slice(0, n)
+                      for d, n in enumerate(t.shape))
+        assert torch.equal(got[index], want), key
+        outside = got.clone()
+        outside[index] = 0
+        assert not outside.any(), key
+        checked += 1
+    assert checked > 20
+    for key in c.keys():
+        if key.startswith("model.layers.") and key.endswith("proj.weight"):
+            t, got = c.get_tensor(key), m.get_tensor(key)
+            if t.shape[-1] == 384 and key.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight",
+                                                     "in_proj_qkv.weight", "in_proj_z.weight",
+                                                     "in_proj_b.weight", "in_proj_a.weight",
+                                                     "gate_proj.weight", "up_proj.weight")):
+                assert torch.equal(got[:t.shape[0], :P], t[:, :P]) and not got[:, P:].any(), key
+
+
+@pytest.mark.parametrize("dtype,prefill,batch,prefix", [
+    (torch.float32, True, 2, 0), (torch.bfloat16, False, 1, 0),
+    (torch.float32, True, 1, 9), (torch.bfloat16, True, 3, 5)])
+def test_trace_on_the_merged_model(merged, dtype, prefill, batch, prefix):
+    """The compiled design inside the merged model equals the netlist simulator on every output and
+    register, choosing among the whole vocabulary (base tokens included), also after text."""
+    _, _, out, _ = merged
+    text = torch.randint(0, BASE_VOCAB, (prefix,), generator=torch.Generator().manual_seed(prefix)).tolist()
+    model, protocol, netlist, inits, meta, info = load_merged(out, dtype, prefix=text)
+    div, run = verify_model(model, protocol, netlist, inits, 25, batch, seed=1, prefill=prefill,
+                            initial_memory=meta["initial_memory"])
+    assert div is None, str(div)
+    div, n = verify_teacher_forced(model, protocol, netlist, inits, 60, batch, 2, meta["initial_memory"],
+                                   window=100)
+    assert div is None and n > 0, str(div)
+
+
+def test_a_base_token_winning_is_caught(merged):
+    """The host sees a base token win (ties included) as a trace error, not as some trace token."""
+    _, _, out, _ = merged
+    model, protocol, netlist, inits, meta, info = load_merged(out)
+    lm = model.model.lm_head.weight
+    with torch.no_grad():
+        keep = lm[:BASE_VOCAB].clone()
+        lm[:BASE_VOCAB] = 0            # base tokens now score 0 at trace positions: they win ties
+        lm[5, 0] = 1e6                 # and base token 5 wins outright
+        try:
+            div, _ = verify_model(model, protocol, netlist, inits, 5, 1, 0,
+                                  initial_memory=meta["initial_memory"])
+        except Netlist2TFError as exc:
+            assert "base-vocabulary token" in str(exc)
+        else:
+            assert div is not None
+        finally:
+            lm[:BASE_VOCAB] = keep
+
+
+def test_merge_is_deterministic(merged, tmp_path):
+    base, compiled, out, _ = merged
+    again = tmp_path / "again"
+    merge_checkpoints(compiled, base, again)
+    for name in ("model.safetensors", "config.json", "merge.json"):
+        if name == "merge.json":        # records the folders it came from; the rest is the same
+            a, b = (json.loads((f / name).read_text()) for f in (out, again))
+            assert {k: v for k, v in a.items() if k != "base"} == {k: v for k, v in b.items() if k != "base"}
+            continue
+        assert hashlib.sha256((out / name).read_bytes()).digest() == \
+            hashlib.sha256((again / name).read_bytes()).digest(), name
+
+
+def test_multimodal_base_layout(merged, tmp_path):
+    """A base in the published multimodal layout (text weights under model.language_model., a vision
+    tower, an MTP head, shards with an index) merges to the same model; what is not carried is named."""
+    base, compiled, out, _ = merged
+    doc = json.loads((base / "config.json").read_text())
+    mm = tmp_path / "mm"
+    mm.mkdir()
+    (mm / "config.json").write_text(json.dumps({"model_type": "qwen3_5", "text_config": doc,
+                                                "tie_word_embeddings": doc["tie_word_embeddings"],
+                                                "vision_config": {"depth": 1}}))
+    src = safe_open(str(base / "model.safetensors"), "pt")
+    tensors = {("model.language_model." + k[len("model."):]) if k.startswith("model.") else k:
+               src.get_tensor(k) for k in src.keys()}
+    tensors["model.visual.patch_embed.weight"] = torch.ones(4, 4)
+    tensors["mtp.fc.weight"] = torch.ones(4, 4)
+    names = sorted(tensors)
+    half = len(names) // 2
+    shards = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
+    for fname, keys in shards.items():
+        save_file({k: tensors[k] for k in keys}, str(mm / fname))
+    (mm / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {k: f for f, ks in shards.items() for k in ks}}))
+    info = merge_checkpoints(compiled, mm, tmp_path / "merged")
+    assert info["base"]["multimodal"] and set(info["base"]["not_carried"]) == {
+        "model.visual.patch_embed.weight", "mtp.fc.weight"}
+    assert (tmp_path / "merged" / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
+
+
+def test_merge_errors(merged, tmp_path, build_dir):
+    base, compiled, out, _ = merged
+    # shapes Qwen3.5 shares between layers differ: every number named, and the fix
+    other = make_base(tmp_path / "other", {**QWEN_LIKE, "linear_value_head_dim": 64, "head_dim": 32},
+                      hidden_size=64, layers=1, intermediate_size=32, vocab_size=50)
+    with pytest.raises(Netlist2TFError, match=r"head_dim: compiled 64, base 32; linear_value_head_dim: "
+                                              r"compiled 128, base 64.*--target"):
+        merge_checkpoints(compiled, other, tmp_path / "x")
+    with pytest.raises(Netlist2TFError, match="already a merged checkpoint"):
+        merge_checkpoints(out, base, tmp_path / "x")
+    with pytest.raises(Netlist2TFError, match="not a netlist2tf checkpoint: compile.json"):
+        merge_checkpoints(base, base, tmp_path / "x")
+    with pytest.raises(Netlist2TFError, match="cannot read config.json"):
+        merge_checkpoints(compiled, tmp_path / "nowhere", tmp_path / "x")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text((base / "config.json").read_text())
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(Netlist2TFError, match="not a readable safetensors file"):
+        merge_checkpoints(compiled, broken, tmp_path / "x")
+    src = safe_open(str(base / "model.safetensors"), "pt")
+    save_file({k: src.get_tensor(k) for k in src.keys() if "layers.2.mlp.up_proj" not in k},
+              str(broken / "model.safetensors"))
+    with pytest.raises(Netlist2TFError, match=r"model.layers.2.mlp.up_proj.weight is missing"):
+        merge_checkpoints(compiled, broken, tmp_path / "x")
+    assert not (tmp_path / "x").exists()                  # nothing half-written
+    with pytest.raises(Netlist2TFError, match="not base-vocabulary tokens"):
+        load_merged(out, prefix=[BASE_VOCAB + 1])
+    # verify --text-prefix is for merged checkpoints only
+    assert cli.main(["verify", str(compiled), "--cycles", "2", "--text-prefix", "3"]) == 2
+
+
+def test_cli_merge_with_the_default_base(tmp_path, build_dir, capsys):
+    """`netlist2tf merge` without --base makes (once) the embedded random base with the compiled
+    model's shapes; `verify --text-prefix` runs the merged trace after text."""
+    ckpt = tmp_path / "counter"
+    assert cli.main(["compile", "hdl.examples.counter:Counter", "--layers", "4", "--out", str(ckpt),
+                     "--build-dir", str(build_dir)]) == 0
+    assert cli.main(["merge", str(ckpt), "--build-dir", str(tmp_path / "b")]) == 0
+    err = capsys.readouterr().err
+    assert "4 compiled layers in front of 4 base layers" in err
+    out = tmp_path / "b" / "merged" / "counter"
+    assert json.loads((out / "merge.json").read_text())["trace_token_offset"] == 1024
+    assert cli.main(["verify", str(out), "--cycles", "12", "--text-prefix", "4", "--batch", "2"]) == 0
+    assert "equals the netlist simulator" in capsys.readouterr().err
