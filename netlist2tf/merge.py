@@ -1,34 +1,37 @@
 """Merge: a compiled checkpoint's layers in front of a Qwen3.5 checkpoint (DESIGN.md 1d and 3, step 7).
 
 The merged model is one ``Qwen3_5ForCausalLM`` whose residual stream is the compiled model's channels
-followed by the base model's::
+followed by the base model's (docs/MERGE.md)::
 
     [0, P)            the compiled model's constant channel and bit pairs (P = 1 + 2 * pairs)
     [P, F)            anchors, re-chosen so that sum(x**2) == 64 * D' on every trace position
-    F                 the text flag: 2**-20 on every base-vocabulary token, 0 on trace tokens
-    [F + 1, D')       the base model's channels, unchanged
+    F                 the text flag: f > 0 on every base-vocabulary token, 0 on trace tokens
+    [F + 1, D')       the base model's channels, carrying its residual times s (a power of two)
 
 and whose layers are the compiled model's (reading and writing only [0, P)) followed by the base
 model's (reading and writing only the base channels). The vocabulary is the base's followed by the
 trace tokens (trace token t is model token ``offset + t``).
 
-Why it is exact on a trace and faithful on text:
+Why it is exact on a trace and the base model on text:
 
 * a trace token carries zeros in the base channels and the compiled layers never write there, so on a
   trace-only prompt every base layer sees zeros and adds exactly zero; the compiled layers see the
   residual they were compiled for (the anchors make every decoder RMSNorm the same identity at D');
 * a base token carries zeros in the compiled channels (no constant channel: every compiled neuron,
-  DeltaNet write and output gate stays shut, so the compiled layers add exactly nothing), and the base
-  layers' RMSNorm weights are scaled by sqrt(D_base / D') so their normalisation over D' channels
-  gives what it gave over D_base (the flag's square, 2**-40, vanishes in the mean);
+  DeltaNet output gate and attention value stays shut, so the compiled layers add exactly nothing);
+  the base residual is carried s times larger and the flag holds f, chosen (``_compensation``) so that
+  a decoder RMSNorm's mean square over D' channels is a constant c times the base's own over D_base,
+  epsilon included; its weight (1 + w) * sqrt(D_base / D') then gives back the base's normalised
+  vector: every base layer computes what it computed;
 * the LM head keeps base tokens out of trace positions (a weight of -2**14 on the constant channel)
-  and trace tokens out of text positions (a weight on the flag, which the final norm amplifies to
-  1/rms: trace logits of about -65,536/rms there).
+  and trace tokens out of text positions (a weight of -2**20 on the flag: logits near -2**20 f / rms).
 
-The base's weights keep their values (new rows and columns are zero); only its RMSNorm weights are
-rescaled, and its LM head is untied from the embedding when they were tied. ``merge.json`` records
-the channel and layer map. ``MergedTrace`` lets the trace host (``host.run_model``, ``verify``) drive a
-merged model by trace token numbers while the model still chooses over the whole vocabulary.
+The base's weights keep their values: bit for bit, or times s (the embedding and the three
+residual-writing projections; s is a power of two, so w = w' / s exactly), or compensated (its RMSNorm
+weights); its LM head is untied from the embedding when they were tied. ``merge.json`` records the
+channel and layer map. ``MergedTrace`` lets the trace host (``host.run_model``, ``verify``, the CPU's
+model engine) drive a merged model by trace token numbers while the model still chooses over its whole
+vocabulary.
 """
 
 import json

@@ -117,7 +117,7 @@ def test_console_script_entry_point():
     assert proc.stdout == PROGRAMS_BY_NAME["crc32"].expected_output
 
 
-def test_model_options(monkeypatch, capsysbinary):
+def test_model_options(monkeypatch, capsysbinary, tmp_path):
     """--dtype/--batch/--plain/--token-by-token/--teacher-forced/--threads belong to the model engine;
     its default decoding is speculative, --plain and --token-by-token generate plainly; the model
     engine links programs for its 16 KiB RAM and reports tokens, tokens per instruction, tokens/s and
@@ -127,8 +127,9 @@ def test_model_options(monkeypatch, capsysbinary):
     calls = []
 
     def fake(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True, decoding="speculative",
-             threads=None):
+             threads=None, checkpoint=None):
         calls.append((ram_size, dtype, batch, prefill, decoding, threads))
+        assert checkpoint is None or checkpoint == str(tmp_path)
         r = RunResult(console=b"hi\n", halt=Halt(Halt.EXIT, 0, exit_code=10), instructions=4, cycles=5,
                       seconds=2.0)
         r.tokens, r.prompt_tokens, r.batch, r.checkpoint = 330, 40, batch, "build/cpu-model/x"
@@ -154,11 +155,14 @@ def test_model_options(monkeypatch, capsysbinary):
                      "--dtype", "float32"]) == 10
     assert calls[-1] == (16384, "float32", 1, True, "teacher-forced", 2)
     assert b"(batch 1, float32, teacher-forced: every generated token checked" in capsysbinary.readouterr().err
+    assert cli.main(["run", str(hi), "--engine", "model", "--checkpoint", str(tmp_path)]) == 10
+    capsysbinary.readouterr()
     n = len(calls)
     for argv, message in ((["--plain", "--teacher-forced"], b"cannot be combined with --plain"),
                           (["--plain", "--threads", "2"], b"plain generation runs on one thread"),
                           (["--token-by-token", "--threads", "2"], b"plain generation runs on one thread"),
-                          (["--threads", "0"], b"at least 1")):
+                          (["--threads", "0"], b"at least 1"),
+                          (["--checkpoint", str(tmp_path / "nowhere")], b"no such folder")):
         assert cli.main(["run", str(hi), "--engine", "model", *argv]) == 2
         assert message in capsysbinary.readouterr().err
     assert len(calls) == n
@@ -180,6 +184,24 @@ def test_model_damaged_cache(monkeypatch, tmp_path, capsys):
     assert cli.main(["run", str(hi), "--engine", "model"]) == 2
     err = capsys.readouterr().err
     assert "compile.json is not JSON" in err and f"{folder} is a cache" in err and "delete it" in err
+
+
+def test_model_checkpoint_must_be_the_cpu(monkeypatch, tmp_path, capsys):
+    """``--checkpoint`` with a folder that is not the compiled CPU (another design, another RAM size)
+    is one error naming the folder, its design and the fix; nothing is loaded."""
+    import json
+
+    from cpu import model_engine
+
+    monkeypatch.setattr(model_engine, "_LOADED", {})
+    hi = Path(cli.__file__).parent / "programs" / "hi.c"
+    (tmp_path / "compile.json").write_text(json.dumps({"settings": {"design": "hdl.examples.counter:Counter"}}))
+    assert cli.main(["run", str(hi), "--engine", "model", "--checkpoint", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path} is not the compiled CPU with 16,384 bytes of RAM" in err
+    assert "hdl.examples.counter:Counter" in err and "netlist2tf merge" in err
+    assert cli.main(["run", str(hi), "--checkpoint", str(tmp_path)]) == 2
+    assert "options of --engine model" in capsys.readouterr().err
 
 
 def test_checkpoint_cache_keeps_one_per_ram_size(tmp_path):

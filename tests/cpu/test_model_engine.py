@@ -277,3 +277,24 @@ def test_larger_ram_model(tmp_path_factory):
                                          stimulus=stim)
     assert div is None, str(div)
     assert checked >= 15 * 199
+
+
+def test_cpu_merged_in_front_of_a_qwen_model(model, tmp_path, capsys):
+    """The compiled CPU merged in front of the embedded random Qwen3.5 base (``netlist2tf merge``):
+    ``cpu run --checkpoint MERGED`` runs hi.c with every drafted token the merged model's greedy choice
+    over its whole vocabulary (1,024 base tokens + the trace tokens); output, exit code and every
+    retirement record equal unicorn's."""
+    from cpu.cli import main
+    from cpu.programs import PROGRAMS_BY_NAME
+    from netlist2tf import cli as n2t
+
+    folder = model[-1]
+    assert n2t.main(["merge", str(folder), "--build-dir", str(tmp_path), "--out", str(tmp_path / "m")]) == 0
+    assert "11 compiled layers in front of 4 base layers" in capsys.readouterr().err
+    hi = str(PROGRAMS_BY_NAME["hi"].path)
+    ref, ours = tmp_path / "unicorn.trace", tmp_path / "merged.trace"
+    assert main(["run", hi, "--ram-size", str(RAM), "--trace", str(ref)]) == 10
+    assert main(["run", hi, "--engine", "model", "--checkpoint", str(tmp_path / "m"), "--trace", str(ours)]) == 10
+    out = capsys.readouterr()
+    assert out.out.endswith("hi!\n") and "speculative decoding: every token drafted" in out.err
+    assert ours.read_text() == ref.read_text()
