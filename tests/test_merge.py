@@ -67,7 +67,7 @@ def test_text_logits_are_the_base_models(merged):
         own = (_logits(base, ids, dtype) - exact).abs().max().item()
         m = _logits(out, ids, dtype)
         ours = (m[..., :BASE_VOCAB] - exact).abs().max().item()
-        assert ours <= 2 * own, (dtype, ours, own)
+        assert ours <= 3 * own, (dtype, ours, own)
         assert (m[..., BASE_VOCAB:].max(-1).values < m[..., :BASE_VOCAB].max(-1).values - 1000).all()
     # and greedy text generation is the base's
     from transformers import AutoModelForCausalLM
