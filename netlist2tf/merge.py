@@ -50,6 +50,7 @@ from .gadgets.layout import NORM_WEIGHT, SCALE, ResidualLayout
 FORMAT = 1
 FLAG_WEIGHT = -2.0 ** 20        # trace tokens' LM-head weight on the normalised text flag
 BASE_BLOCK = -2.0 ** 14         # base tokens' LM-head weight on the normalised constant channel
+BETA_SHUT = -128.0              # compiled DeltaNet write strength on text: sigmoid(-128) == 0 exactly
 # The base's weights that write the residual stream (scaled by the residual scale with its embedding)
 WRITES = ("self_attn.o_proj.weight", "linear_attn.out_proj.weight", "mlp.down_proj.weight")
 
@@ -319,6 +320,11 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
                 state[key] = w
             else:
                 state[key] = place(t, axes, 0, P, key)
+        if kind == "linear_attention":
+            # A text token right after trace tokens still sees them through the short convolution, so
+            # its key and value are not zero; the flag shuts its write (beta = sigmoid(-128) = 0): text
+            # leaves the compiled memories exactly as the trace left them.
+            state[f"model.layers.{i}.linear_attn.in_proj_b.weight"][:, flag] = BETA_SHUT / flag_value
     for i, kind in enumerate(bc["layer_types"]):
         for suffix, axes in table[kind].items():
             t = base.get(f"model.layers.{i}.{suffix}")

@@ -22,7 +22,7 @@ from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
 from netlist2tf.merge import WRITES, load_merged, make_base, merge_checkpoints
 from netlist2tf.target import Target
-from netlist2tf.verify import verify_model, verify_teacher_forced
+from netlist2tf.verify import expected_tokens, verify_model, verify_teacher_forced
 
 # Qwen3.5's published shapes in miniature: DeltaNet key/value heads of 128, two value heads per key
 # head, attention heads of 64 grouped 2:1, the [linear x3, full] pattern.
@@ -126,7 +126,12 @@ def test_base_weights_keep_their_values(merged):
                                                      "in_proj_qkv.weight", "in_proj_z.weight",
                                                      "in_proj_b.weight", "in_proj_a.weight",
                                                      "gate_proj.weight", "up_proj.weight")):
-                assert torch.equal(got[:t.shape[0], :P], t[:, :P]) and not got[:, P:].any(), key
+                flag = info["channels"]["flag"]
+                assert torch.equal(got[:t.shape[0], :P], t[:, :P]), key
+                assert not got[:, P:flag].any() and not got[:, flag + 1:].any(), key
+                shut = got[:, flag] * info["text_flag"]              # the text flag shuts DeltaNet writes
+                assert (shut == 0).all() if "in_proj_b" not in key else torch.allclose(
+                    shut, torch.full_like(shut, -128.0), rtol=1e-6), key
 
 
 @pytest.mark.parametrize("dtype,prefill,batch,prefix", [
@@ -144,6 +149,33 @@ def test_trace_on_the_merged_model(merged, dtype, prefill, batch, prefix):
     div, n = verify_teacher_forced(model, protocol, netlist, inits, 60, batch, 2, meta["initial_memory"],
                                    window=100)
     assert div is None and n > 0, str(div)
+
+
+def test_text_leaves_the_compiled_state_alone(merged):
+    """Text after a trace does not touch the compiled DeltaNet memories (registers and the FIFO's RAM),
+    although the short convolution still shows it the trace tokens: every compiled layer's recurrent
+    state after 7 text tokens is the state the trace left, bit for bit (the text flag also holds every
+    compiled write strength at exactly 0 there); one more trace frame instead does change it."""
+    _, _, out, info = merged
+    model, protocol, netlist, inits, meta, _ = load_merged(out)
+    hf, offset = model.model, info["trace_token_offset"]
+    trace = expected_tokens(protocol, netlist, inits, 20, 1, 4, meta["initial_memory"])[0][0]  # 20 cycles
+    cut = len(trace) - protocol.tokens_per_cycle
+    linear = [i for i, t in enumerate(hf.config.layer_types[:info["layers"]["compiled"][1]])
+              if t == "linear_attention"]
+
+    def states_after(more):
+        with torch.no_grad():
+            cache = hf(input_ids=torch.tensor([trace[:cut]]) + offset, use_cache=True).cache
+            before = [cache.get_recurrent_state(i, state_idx=0).clone() for i in linear]
+            cache = hf(input_ids=torch.tensor([more]), cache=cache, use_cache=True).cache
+            return before, [cache.get_recurrent_state(i, state_idx=0) for i in linear]
+
+    before, after = states_after([3, 141, 59, 26, 5, 35, 89])
+    assert any(b.any() for b in before)                       # the trace wrote something
+    assert all(torch.equal(b, a) for b, a in zip(before, after))
+    before, after = states_after([t + offset for t in trace[cut:]])      # the last frame: it writes
+    assert not all(torch.equal(b, a) for b, a in zip(before, after))
 
 
 def test_a_base_token_winning_is_caught(merged):
