@@ -113,7 +113,19 @@ class _Checkpoint:
         if kind not in ("qwen3_5", "qwen3_5_text"):
             raise Netlist2TFError(f"{role} {folder} is not a dense Qwen3.5 checkpoint (model_type {kind!r})")
         self.multimodal = kind == "qwen3_5"
-        self.config = dict(doc["text_config"]) if self.multimodal else dict(doc)
+        self.config = doc.get("text_config") if self.multimodal else doc
+        if not isinstance(self.config, dict):
+            raise Netlist2TFError(f"{role} {cfg_path} has no text_config (a multimodal Qwen3.5 config needs one)")
+        self.config = dict(self.config)
+        missing = [k for k in ("hidden_size", "intermediate_size", "layer_types", "vocab_size",
+                               "num_attention_heads", "num_key_value_heads", "linear_num_key_heads",
+                               "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")
+                   if k not in self.config]
+        if missing:
+            raise Netlist2TFError(f"{role} {cfg_path} lacks the Qwen3.5 key(s) {', '.join(missing)}")
+        if len(self.config["layer_types"]) != self.config.get("num_hidden_layers", len(self.config["layer_types"])):
+            raise Netlist2TFError(f"{role} {cfg_path}: num_hidden_layers is {self.config['num_hidden_layers']} "
+                                  f"but layer_types has {len(self.config['layer_types'])} entries")
         self.config.setdefault("head_dim", self.config["hidden_size"] // self.config["num_attention_heads"])
         self.config.setdefault("linear_conv_kernel_dim", 4)
         self.config.setdefault("rms_norm_eps", 1e-6)

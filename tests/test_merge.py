@@ -255,6 +255,9 @@ def test_merge_errors(merged, tmp_path, build_dir):
         merge_checkpoints(compiled, tmp_path / "nowhere", tmp_path / "x")
     broken = tmp_path / "broken"
     broken.mkdir()
+    (broken / "config.json").write_text(json.dumps({"model_type": "qwen3_5_text", "hidden_size": 64}))
+    with pytest.raises(Netlist2TFError, match=r"lacks the Qwen3.5 key\(s\) intermediate_size, layer_types"):
+        merge_checkpoints(compiled, broken, tmp_path / "x")
     (broken / "config.json").write_text((base / "config.json").read_text())
     (broken / "model.safetensors").write_bytes(b"not a safetensors file")
     with pytest.raises(Netlist2TFError, match="not a readable safetensors file"):
