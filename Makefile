@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test test-all bench clean
+.PHONY: install run merge test test-all bench clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,13 @@ run: $(STAMP)
 	$(VENV)/bin/cpu run cpu/programs/hi.c --engine model --dtype bfloat16 --plain \
 		--trace build/hi-model-plain.trace || test $$? -eq 10
 	cmp build/hi-model.trace build/hi-model-plain.trace
+
+# The compiled CPU merged in front of the embedded random Qwen3.5 base (docs/MERGE.md), and hi.c run
+# inside the merged model (exit code 10, as above).
+merge: $(STAMP)
+	$(VENV)/bin/netlist2tf merge $$($(PY) -c "from cpu.model_engine import build_checkpoint; print(build_checkpoint())") \
+		--out build/merged/cpu
+	$(VENV)/bin/cpu run cpu/programs/hi.c --engine model --checkpoint build/merged/cpu || test $$? -eq 10
 
 test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup
