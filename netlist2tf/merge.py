@@ -243,6 +243,21 @@ def _compensation(Db: int, D: int, eps: float) -> tuple[float, float, float]:
     return s, math.sqrt((c - 1) * D * eps), math.sqrt(Db / D)
 
 
+def _write_folder(folder: Path, write) -> None:
+    """``write(tmp)`` fills a temporary folder beside ``folder``, which then replaces ``folder``
+    atomically: a failure leaves the old folder (or none) and no half-written one."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
+    try:
+        write(tmp)
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 # --------------------------------------------------------------------------------------------------
 # The merge
 
@@ -393,9 +408,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
             "layers": {"compiled": [0, n_cpu], "base": [n_cpu, n_cpu + len(bc["layer_types"])]},
             "residual_scale": scale, "text_flag": flag_value, "norm_compensation": comp, "hidden_size": D, "intermediate_size": I,
             "dtype": config.dtype}
-    out_folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=out_folder.name + ".", dir=out_folder.parent))
-    try:
+    def write(tmp: Path):
         config.save_pretrained(tmp)
         (tmp / "generation_config.json").write_text(json.dumps(
             {"do_sample": False, "transformers_version": config.transformers_version}, indent=2) + "\n")
@@ -406,12 +419,8 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         if (compiled_folder / "report").is_dir():            # the compiled layers' report (the CPU's)
             shutil.copytree(compiled_folder / "report", tmp / "report")
         (tmp / "merge.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
-        if out_folder.exists():
-            shutil.rmtree(out_folder)
-        os.replace(tmp, out_folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    _write_folder(out_folder, write)
     return info
 
 
@@ -466,7 +475,9 @@ def is_merged(folder) -> bool:
 
 def load_merged(folder, dtype=None, prefix=()):
     """(MergedTrace, protocol, netlist, initial registers, compile meta, merge info) of a merged
-    checkpoint folder. Raises Netlist2TFError naming a missing or malformed file."""
+    checkpoint folder. Raises Netlist2TFError naming a missing or malformed file. (The trace side is
+    read as ``emit.load_checkpoint`` reads it; emit.py is left alone because the CPU's cached
+    checkpoint is keyed by the compiler's sources, cpu.model_engine._COMPILER_SOURCES.)"""
     from transformers import AutoModelForCausalLM
 
     from .assemble import resolve_gated
@@ -545,20 +556,12 @@ def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, inter
             else:
                 p.copy_(0.05 * torch.randn(p.shape, generator=gen))
     model.generation_config.do_sample = False
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    try:
-        model.save_pretrained(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    _write_folder(folder, model.save_pretrained)
     return folder
 
 
 BASE_DEFAULTS = {"hidden_size": 256, "layers": 4, "intermediate_size": 512, "vocab_size": 1024, "seed": 0}
+BASE_RECIPE = 1                 # bump when make_base draws its weights differently (the cache key)
 
 
 def default_base(compiled_folder, build_dir="build") -> Path:
@@ -573,7 +576,7 @@ def default_base(compiled_folder, build_dir="build") -> Path:
     except (OSError, ValueError, KeyError, TypeError):
         raise Netlist2TFError(f"{compiled_folder} is not a checkpoint folder: {path} is missing or not a "
                               f"Qwen3.5 config")
-    digest = hashlib.sha256(json.dumps([key, BASE_DEFAULTS], sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps([key, BASE_DEFAULTS, BASE_RECIPE], sort_keys=True).encode()).hexdigest()[:16]
     folder = Path(build_dir) / "base" / digest
     if not (folder / "model.safetensors").is_file():
         make_base(folder, like, **BASE_DEFAULTS)
