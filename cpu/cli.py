@@ -30,7 +30,14 @@ from .machine import DEFAULT_RAM_SIZE, Halt
 EXIT_TRAP = 3
 EXIT_STEP_LIMIT = 4
 EXIT_INPUT_ERROR = 2
-DEFAULT_MODEL_DTYPE = "bfloat16"     # the model engine's (the checkpoint is float32; both are exact)
+OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os", "-Oz", "-Og")
+
+
+def model_dtype(given: str | None) -> tuple[str, str]:
+    """(dtype, why) of the model engine: the one given, else what this machine runs fastest
+    (netlist2tf.hardware.default_dtype: bfloat16 only with bfloat16 matrix instructions)."""
+    from netlist2tf.hardware import default_dtype
+    return (given, "--dtype") if given else default_dtype("cpu")
 
 
 def _run_unicorn(image, ram_size, max_steps, trace):
@@ -43,7 +50,7 @@ def _run_netlist(image, ram_size, max_steps, trace):
     return run_netlist(image, ram_size=ram_size, max_steps=max_steps, trace=trace)
 
 
-def _run_model(image, ram_size, max_steps, trace, dtype=DEFAULT_MODEL_DTYPE, batch=1, prefill=True,
+def _run_model(image, ram_size, max_steps, trace, dtype=None, batch=1, prefill=True,
                decoding="speculative", threads=None, checkpoint=None):
     """``decoding``: "speculative" (the netlist simulator drafts, the model verifies every token in long
     forward calls; plain generation if it rejects one), "plain" (token-by-token greedy generation) or
@@ -51,8 +58,13 @@ def _run_model(image, ram_size, max_steps, trace, dtype=DEFAULT_MODEL_DTYPE, bat
     import torch
 
     from .model_engine import check_model_batch, run_model_batch, run_model_speculative
-    images, dtype = [image] * batch, getattr(torch, dtype)
-    progress = Path("build") / "teacher-forced"
+    from netlist2tf.hardware import where_it_runs
+
+    name, why = model_dtype(dtype)
+    print(f"cpu: {where_it_runs('cpu', name, why, threads or 1)}", file=sys.stderr)
+    images, dtype = [image] * batch, getattr(torch, name)
+    from netlist2tf.paths import build_dir
+    progress = build_dir() / "teacher-forced"
     if decoding == "teacher-forced":
         results = check_model_batch(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
                                     resume_dir=progress, checkpoint=checkpoint)
@@ -98,8 +110,13 @@ def load_program(path, ram_size=DEFAULT_RAM_SIZE, compiler=None, opt="-O2", zba=
     from .toolchain import compile_c
 
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a folder; give a C source file (.c) or an ELF executable")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
+    if path.suffix.lower() in (".cpp", ".cc", ".cxx", ".c++", ".s", ".asm", ".rs", ".h", ".o", ".a"):
+        raise InputError(f"{path}: {path.suffix} files are not accepted; give one C source file (.c) or a "
+                         f"linked RV32 ELF executable")
     if path.suffix == ".c":
         path = compile_c(path, ram_size=ram_size, compiler=compiler, opt=opt, zba=zba)
     return load_elf(path, ram_size=ram_size)
@@ -146,13 +163,17 @@ def _configured_engine(args):
     if args.engine == "model":
         import functools
         decoding = "teacher-forced" if args.teacher_forced else "plain" if plain else "speculative"
-        engine = functools.partial(engine, dtype=args.dtype or DEFAULT_MODEL_DTYPE, batch=batch or 1,
+        engine = functools.partial(engine, dtype=args.dtype, batch=batch or 1,
                                    prefill=not token_by_token, decoding=decoding, threads=args.threads,
                                    checkpoint=args.checkpoint)
     return engine
 
 
 def cmd_run(args) -> int:
+    from netlist2tf.outputs import check_output_file
+
+    if args.trace:
+        check_output_file(args.trace, "--trace", "trace", args.force)
     engine = _configured_engine(args)
     ram_size = args.ram_size or default_ram_size(args.engine)
     image = load_program(args.program, ram_size=ram_size, compiler=args.compiler, opt=args.opt,
@@ -164,9 +185,8 @@ def cmd_run(args) -> int:
     sys.stdout.buffer.write(result.console)
     sys.stdout.buffer.flush()
     if args.trace:
-        trace_path = Path(args.trace)
-        trace_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(trace_path, "w") as f:
+        from netlist2tf.outputs import file_writer
+        with file_writer(args.trace) as f:
             for record in result.records:
                 f.write(f"{record}\n")
     seconds = result.seconds or wall
@@ -185,7 +205,7 @@ def cmd_run(args) -> int:
                 }.get(result.decoding, result.decoding)
         print(f"cpu: model: {tokens} generated tokens ({result.prompt_tokens} prompt tokens), "
               f"{per:.1f} tokens/instruction, {tokens * result.batch / seconds:,.1f} tokens/s "
-              f"(batch {result.batch}, {args.dtype or DEFAULT_MODEL_DTYPE}, {mode})", file=sys.stderr)
+              f"(batch {result.batch}, {model_dtype(args.dtype)[0]}, {mode})", file=sys.stderr)
         print(f"cpu: model: checkpoint {result.checkpoint}, layer report {result.checkpoint}/report/report.html",
               file=sys.stderr)
     return exit_status(halt)
@@ -224,13 +244,16 @@ def cmd_programs(args) -> int:
 
 
 def _int(text):
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {text!r}")
-    return value
+    from netlist2tf.cliutil import count
+    return count(0, None, "the value")(text)
+
+
+def _opt(text):
+    level = text if text.startswith("-O") else f"-O{text}"
+    if level not in OPT_LEVELS:
+        raise argparse.ArgumentTypeError(f"unknown optimization level {text!r}; use one of "
+                                         f"{', '.join(o[2:] for o in OPT_LEVELS)}")
+    return level
 
 
 def _ram_size(text):
@@ -241,13 +264,18 @@ def _ram_size(text):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="cpu", description="Run programs on the RV32IM+Zba machine.")
+    from netlist2tf.cliutil import Formatter, Parser, add_version, count
+
+    parser = Parser(prog="cpu", description="Run programs on the RV32IM+Zba machine.",
+                                     formatter_class=Formatter)
+    add_version(parser)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p):
         p.add_argument("--engine", default="unicorn", help=f"engine to run on (default unicorn; known: "
                        f"{', '.join(ENGINES)})")
-        p.add_argument("--max-steps", type=_int, default=10_000_000, help="stop after N instructions")
+        p.add_argument("--max-steps", type=count(1, None, "--max-steps"), default=10_000_000,
+                       help="stop after N instructions (exit status 4)")
         p.add_argument("--ram-size", type=_ram_size, default=None,
                        help=f"RAM size in bytes (default {DEFAULT_RAM_SIZE}; 16384 for --engine model)")
         p.add_argument("--compiler", choices=("zig", "gcc", "clang"), default=None,
@@ -255,8 +283,9 @@ def build_parser():
 
     def model_options(p):
         p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
-                       help="model engine: run the checkpoint in this dtype (default bfloat16: 2.4x faster "
-                            "than float32 on this CPU; the compiled model is exact in both)")
+                       help="model engine: run the checkpoint in this dtype (default: bfloat16 on a CPU with "
+                            "bfloat16 matrix instructions (avx512_bf16, amx_bf16), where it was 2.4x faster, "
+                            "float32 elsewhere, where bfloat16 was 3-4x slower; the model is exact in both)")
         p.add_argument("--teacher-forced", action="store_true",
                        help="model engine: check the model instead of running it: like the default "
                             "speculative decoding (the netlist simulator's trace fed in long forward calls, "
@@ -266,7 +295,7 @@ def build_parser():
         p.add_argument("--plain", action="store_true",
                        help="model engine: plain greedy generation, one forward call per generated token, "
                             "instead of speculative decoding (the same output; ~8x slower)")
-        p.add_argument("--threads", type=_int, default=None,
+        p.add_argument("--threads", type=count(1, 256, "--threads"), default=None,
                        help="model engine: torch threads of the long forward calls of speculative decoding "
                             "and --teacher-forced (default 1; 2 on an idle 2-core machine: 1.8x faster, but "
                             "more threads than free cores is many times slower)")
@@ -275,22 +304,27 @@ def build_parser():
                             "CPU's folder (build/cpu-model/...) or one merged in front of a Qwen3.5 model "
                             "from it by `netlist2tf merge`")
 
-    run = sub.add_parser("run", help="run one program (.c or .elf)")
+    run = sub.add_parser("run", help="run one program (.c or .elf)", description="run one program (.c or .elf)",
+                         formatter_class=Formatter)
     run.add_argument("program", help="a C source file (one file with main) or an ELF executable")
     common(run)
     run.add_argument("--trace", metavar="FILE", help="write one line per retired instruction")
-    run.add_argument("-O", dest="opt", default="-O2", type=lambda s: s if s.startswith("-O") else f"-O{s}",
-                     help="optimization level for .c files (default 2)")
+    run.add_argument("--force", action="store_true",
+                     help="let --trace replace a file that is not a trace written by cpu run")
+    run.add_argument("-O", dest="opt", default="-O2", type=_opt,
+                     help="optimization level for .c files: 0, 1, 2, 3, s, z or g (default 2)")
     run.add_argument("--no-zba", action="store_true", help="compile without the Zba extension")
     model_options(run)
-    run.add_argument("--batch", type=_int, default=None,
+    run.add_argument("--batch", type=count(1, 4096, "--batch"), default=None,
                      help="model engine: run N copies of the program in one batch (default 1)")
     run.add_argument("--token-by-token", action="store_true",
                      help="model engine: plain generation with the prompt fed one token per forward call "
                           "(the recurrent path; implies --plain)")
     run.set_defaults(func=cmd_run)
 
-    check = sub.add_parser("check", help="run the program table and compare outputs and exit codes")
+    check = sub.add_parser("check", help="run the program table and compare outputs and exit codes",
+                           description="run the program table and compare outputs and exit codes",
+                           formatter_class=Formatter)
     check.add_argument("names", nargs="*", help="program names (default: all)")
     common(check)
     model_options(check)
@@ -302,14 +336,17 @@ def build_parser():
 
 
 def main(argv=None) -> int:
+    from netlist2tf.cliutil import run
+
     args = build_parser().parse_args(argv)
-    try:
+
+    def checked(args):
+        from netlist2tf.outputs import check_build_dir
+        from netlist2tf.paths import ENV, build_dir
+        if args.command != "programs":
+            check_build_dir(build_dir(), f"the build folder (${ENV} or the project's build/)")
         return args.func(args)
-    except Netlist2TFError as exc:
-        print(f"cpu: error: {exc}", file=sys.stderr)
-        return EXIT_INPUT_ERROR
-    except BrokenPipeError:
-        return 1
+    return run("cpu", checked, args)
 
 
 if __name__ == "__main__":

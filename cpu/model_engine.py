@@ -31,6 +31,7 @@ import numpy as np
 
 from netlist2tf.errors import Netlist2TFError
 from netlist2tf.ir import CONST0, CONST1
+from netlist2tf.paths import build_dir as default_build_dir
 
 from hdl.rv32.core import M_CYCLES   # a multiplication or division occupies the core this many cycles
 
@@ -53,25 +54,64 @@ PC_SIGNAL = "rvfi_pc"            # the netlist's name for the pc register (the c
 _LOADED: dict = {}
 
 
-# netlist2tf modules the checkpoint and its report are made from (not the command line, the run loop
-# or the verifier): a change to one of them rebuilds the cached checkpoint
-_COMPILER_SOURCES = ("assemble.py", "emit.py", "frontend.py", "graph.py", "ir.py", "logic.py", "lower.py",
-                     "macros.py", "nodes.py", "protocol.py", "report.py", "schedule.py", "target.py",
-                     "validate.py", "yosys.py", "gadgets")
+# the netlist2tf modules the checkpoint and its report are made from: these and every module of the
+# package they import (at module level or inside functions), found by reading their imports
+# (``compiler_modules``), so a change to any of them (sim.py's cell tables too) rebuilds the cache
+_COMPILER_ROOTS = ("netlist2tf.assemble", "netlist2tf.emit", "netlist2tf.frontend", "netlist2tf.formal",
+                   "netlist2tf.report")
+
+
+def compiler_modules(roots=_COMPILER_ROOTS) -> list[Path]:
+    """The source files of ``roots`` and of every netlist2tf module they import, transitively."""
+    import ast
+
+    pkg_root = Path(__file__).resolve().parent.parent
+
+    def path_of(mod: str) -> Path | None:
+        base = pkg_root.joinpath(*mod.split("."))
+        for cand in (base.with_suffix(".py"), base / "__init__.py"):
+            if cand.is_file():
+                return cand
+        return None
+
+    seen, todo = {}, list(roots)
+    while todo:
+        mod = todo.pop()
+        path = path_of(mod)
+        if mod in seen or path is None:
+            continue
+        seen[mod] = path
+        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        if mod.count(".") and path.name != "__init__.py":
+            todo.append(package)            # importing a module runs its package's __init__
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                todo += [a.name for a in node.names if a.name.split(".")[0] == "netlist2tf"]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    parts = package.split(".")
+                    base = ".".join(parts[:len(parts) - node.level + 1])
+                    target = f"{base}.{node.module}" if node.module else base
+                else:
+                    target = node.module or ""
+                if target.split(".")[0] != "netlist2tf":
+                    continue
+                todo.append(target)
+                todo += [f"{target}.{a.name}" for a in node.names]      # ``from . import x``
+    return sorted(set(seen.values()))
 
 
 def compiler_digest() -> str:
-    """A hash of the compiler's source: a changed compiler rebuilds the cached checkpoint."""
-    root = Path(__file__).resolve().parent.parent / "netlist2tf"
+    """A hash of the compiler's source (``compiler_modules``): a changed compiler rebuilds the cached
+    checkpoint."""
+    root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256()
-    for name in _COMPILER_SOURCES:
-        files = sorted((root / name).rglob("*.py")) if (root / name).is_dir() else [root / name]
-        for f in files:
-            h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    for f in compiler_modules():
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 
 
-def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None) -> Path:
+def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None) -> Path:
     """The compiled CPU's checkpoint folder, built if it is not cached yet."""
     from netlist2tf.assemble import assemble
     from netlist2tf.emit import emit_checkpoint
@@ -86,13 +126,18 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
                 "gated": [GATED[0], list(GATED[1])]}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + b"\0" +
                          result.json_text.encode() + b"\0" + compiler_digest().encode()).hexdigest()[:16]
-    folder = Path(build_dir) / "cpu-model" / key
+    folder = default_build_dir(build_dir) / "cpu-model" / key
     if (folder / "compile.json").is_file() and (folder / "report" / "report.html").is_file():
         return folder
     evict_stale(folder.parent, key, settings["design"])
-    log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}) ...")
+    log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}; about 2-3 minutes on one "
+        f"core, four steps) ...")
     t0 = time.perf_counter()
+
+    def step(what):
+        log(f"  {time.perf_counter() - t0:5.0f} s  {what}")
     netlist = parse_netlist(result.json_text, str(result.json_path))
+    step("1/4 proving with z3 that the gated M-unit state does not matter while the unit is idle")
     # the gated M state must not matter while the M unit is idle: proved for every state (z3)
     from netlist2tf.formal import prove_gated
     cex = prove_gated(netlist, GATED[0], GATED[1])
@@ -100,9 +145,12 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir="build", log=None
         raise Netlist2TFError(f"the core's {', '.join(GATED[1])} matter while {GATED[0]} is 0, so the model "
                               f"(which emits them only while the M unit is busy) would diverge: {cex}; change "
                               f"hdl/rv32 or cpu.model_engine.GATED")
+    step("2/4 scheduling the netlist onto the layers and building the weights")
     compiled = assemble(netlist, layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM,
                         outputs=MODEL_OUTPUTS, gated=GATED)
+    step(f"3/4 writing the checkpoint ({compiled.stats['parameters'] / 1e6:.0f} M parameters)")
     emit_checkpoint(compiled, result.json_text, folder, settings=settings)
+    step("4/4 writing the layer-assignment report")
     write_report(build_report(netlist, compiled), folder / "report")
     st = compiled.stats
     log(f"compiled in {time.perf_counter() - t0:.0f} s: {st['layers']} layers, hidden {st['hidden_size']}, "
@@ -125,7 +173,7 @@ def evict_stale(cache: Path, key: str, design: str):
                 shutil.rmtree(old, ignore_errors=True)
 
 
-def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir="build"):
+def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
     """The netlist the model is compiled from: the core synthesized with ``FLOW``, with only the
     ``MODEL_OUTPUTS`` kept (``netlist2tf.graph.keep_outputs``)."""
     from netlist2tf.frontend import synthesize
@@ -136,7 +184,7 @@ def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir="build"):
     return keep_outputs(parse_netlist(result.json_text, str(result.json_path)), MODEL_OUTPUTS)
 
 
-def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir="build", log=None, checkpoint=None):
+def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=None, checkpoint=None):
     """(model, protocol, netlist, initial registers, meta, folder), loaded once per process.
 
     ``checkpoint``: a folder to run instead of the cached build: the compiled CPU itself, or a merged
@@ -161,12 +209,16 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir="build", lo
                                       f"with `netlist2tf merge`, or the --ram-size it was built with")
         try:
             loaded = load_merged(folder, dtype)[:5] if is_merged(folder) else load_checkpoint(folder, dtype)
-            _LOADED[key] = (*loaded, folder)
-        except Netlist2TFError as exc:       # a damaged cache entry (an interrupted copy, a full disk)
+        except Netlist2TFError as exc:       # a damaged cache entry (a full disk, a file edited by hand)
             if checkpoint:
                 raise
-            raise Netlist2TFError(f"{exc}\n{folder} is a cache of the compiled CPU: delete it and run again "
-                                  f"to rebuild it") from None
+            (log or (lambda msg: print(msg, file=sys.stderr)))(
+                f"cpu: model: the cached checkpoint {folder} is damaged ({str(exc).splitlines()[0]}); "
+                f"rebuilding it")
+            shutil.rmtree(folder)            # our own cache entry (build_checkpoint made it)
+            folder = build_checkpoint(ram_size, build_dir, log)
+            loaded = load_checkpoint(folder, dtype)
+        _LOADED[key] = (*loaded, folder)
     return _LOADED[key]
 
 
@@ -181,7 +233,7 @@ def _model_for(images: list, ram_size: int, dtype, build_dir, log, checkpoint=No
 
 
 def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
-                    trace: bool = True, dtype=None, prefill: bool = True, build_dir="build",
+                    trace: bool = True, dtype=None, prefill: bool = True, build_dir=None,
                     log=None, checkpoint=None) -> list:
     """Run programs on the compiled CPU, one batch row each, until every one halts or retires
     ``max_steps`` instructions. Returns one RunResult per image, with three more attributes:
@@ -196,16 +248,23 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace)
                 for img in images]
 
+    from netlist2tf.hardware import Progress
+    bar = Progress(0, "cycle", "cpu: model: generating")
+
     def until(cycle, frames):
         for dec, frame in zip(decoders, frames):
             if dec.halt is None:
                 dec.feed(frame)
+        bar.update(1)
         return all(dec.halt is not None for dec in decoders)
 
     inputs = [_Repeat({"rst": 0}, limit)] * B      # the same inputs every cycle, without a huge list
     t0 = time.perf_counter()
-    run = run_model(model, protocol, inits, inputs, limit, prefill=prefill,
-                    initial_memory=[{"ram": img.words()} for img in images], until=until)
+    try:
+        run = run_model(model, protocol, inits, inputs, limit, prefill=prefill,
+                        initial_memory=[{"ram": img.words()} for img in images], until=until)
+    finally:
+        bar.close()
     seconds = time.perf_counter() - t0
     results = []
     for row, dec in enumerate(decoders):
@@ -223,7 +282,7 @@ class ModelDivergence(Netlist2TFError):
 
 def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                       trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
-                      resume_dir=None, build_dir="build", log=None, what: str = "teacher forcing",
+                      resume_dir=None, build_dir=None, log=None, what: str = "teacher forcing",
                       checkpoint=None) -> list:
     """Run programs on the compiled CPU by teacher forcing instead of generation (the same result,
     7-9x faster on long programs): the netlist simulator's trace of each program is fed to the model
@@ -242,11 +301,10 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
     # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
     cycles = _draft_run(model, protocol, images, ram_size, max_steps, build_dir)
     per_cycle = len(protocol.frame_kinds(False))  # generated tokens of a frame outside M instructions
-    minutes = cycles * per_cycle / 100 / 60       # ~100 generated tokens/s in bfloat16 on one core
     (log or (lambda msg: print(msg, file=sys.stderr)))(
-        f"cpu: model: {what} {cycles - 1:,} cycles of the netlist simulator's run, ~{cycles * per_cycle:,} "
-        f"generated tokens to check ({f'~{minutes:,.0f} min' if minutes >= 1 else 'under a minute'} in "
-        f"bfloat16 on one core)")
+        f"cpu: model: {what} {cycles - 1:,} cycles of the netlist simulator's run, at least "
+        f"{cycles * per_cycle:,} generated tokens to check (the time left is shown as the measured rate "
+        f"allows)")
     mems = [{**meta["initial_memory"], "ram": img.words()} for img in images]
     stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
     resume = None
@@ -322,7 +380,7 @@ def _draft_run(model, protocol, images, ram_size, max_steps, build_dir):
 
 def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                           trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
-                          resume_dir=None, build_dir="build", log=None, checkpoint=None) -> list:
+                          resume_dir=None, build_dir=None, log=None, checkpoint=None) -> list:
     """Greedy generation on the compiled CPU by speculative decoding, with the netlist simulator as the
     draft model: the simulator drafts the whole run's tokens, the model scores them in long forward
     calls (``check_model_batch``) and accepts them only if every generated token is its own greedy

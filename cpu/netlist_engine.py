@@ -32,9 +32,9 @@ def core_design(ram_size: int = DEFAULT_RAM_SIZE, reset_pc: int = 0, mul=True, d
 _NETLISTS: dict = {}
 
 
-def core_netlist(ram_size=DEFAULT_RAM_SIZE, reset_pc=0, flow="word", build_dir="build"):
+def core_netlist(ram_size=DEFAULT_RAM_SIZE, reset_pc=0, flow="word", build_dir=None):
     """The parsed netlist of the core (synthesized once per process and cached on disk)."""
-    key = (ram_size, reset_pc, flow, str(build_dir))
+    key = (ram_size, reset_pc, flow, str(build_dir))  # None: the default build folder
     if key not in _NETLISTS:
         result = synthesize(core_design(ram_size, reset_pc), flow=flow, build_dir=build_dir)
         _NETLISTS[key] = parse_netlist(result.json_text, str(result.json_path))
@@ -49,13 +49,13 @@ def check_image(image: Image, ram_size: int):
 
 
 def run_netlist(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int = 1_000_000,
-                trace: bool = True, flow: str = "word", build_dir="build") -> RunResult:
+                trace: bool = True, flow: str = "word", build_dir=None) -> RunResult:
     """Run ``image`` on the core's netlist until it halts or retires ``max_steps`` instructions."""
     return run_netlist_batch([image], ram_size, max_steps, trace, flow, build_dir)[0]
 
 
 def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int = 1_000_000,
-                      trace: bool = True, flow: str = "word", build_dir="build") -> list:
+                      trace: bool = True, flow: str = "word", build_dir=None) -> list:
     """Run several programs at once, one batch instance each (vectorised); one RunResult each.
 
     All images must share one entry point (the core's reset pc).

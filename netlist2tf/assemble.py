@@ -138,7 +138,8 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
     mems = {m.name: m for m in netlist.memories}
     if target is None:
         group = max([1] + [-(-m.width // piece) for m in netlist.memories])
-    probe = schedule(netlist, Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16, name="probe"))
+    probe = schedule(netlist, Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16,
+                                     name=target.name if target else f"of {layers} layers"))
     if target is None:                        # DeltaNet only where state is read
         used = {0} | set(probe.read_layer.values())
         types = tuple(LINEAR if i in used else FULL for i in range(layers))

@@ -6,6 +6,7 @@
     netlist2tf compile DESIGN [--layers 11] [--target CONFIG.json [--check-fit]] [--dtype ...] [--out DIR]
     netlist2tf verify CHECKPOINT [--cycles N] [--batch B] [--dtype ...] [--token-by-token | --teacher-forced]
     netlist2tf report DESIGN [--layers 11] [--out DIR]
+    netlist2tf merge CHECKPOINT [--base QWEN3.5-FOLDER] [--out DIR] [--dtype ...]
 
 DESIGN is ``module.path:Class``, ``path/to/file.py:Class``, an ``.il``/``.v`` file, or (for ``sim``)
 a Yosys ``.json`` netlist. Errors in the user's input print one message and exit with status 2; a
@@ -27,6 +28,9 @@ def _netlist_for(args):
     from .ir import load_netlist, parse_netlist
 
     if args.design.endswith(".json"):
+        if args.flow != "word" or args.no_cache:
+            raise Netlist2TFError(f"{args.design} is a netlist already: --flow and --no-cache choose how a "
+                                  f"design is synthesized; drop them")
         return load_netlist(args.design), None
     result = synthesize(args.design, flow=args.flow, build_dir=args.build_dir,
                         use_cache=not args.no_cache)
@@ -36,10 +40,13 @@ def _netlist_for(args):
 def cmd_synth(args) -> int:
     from .validate import find_problems
 
+    from .outputs import check_output_file, write_file
+
+    if args.output:
+        check_output_file(args.output, "-o", "netlist", args.force)
     netlist, result = _netlist_for(args)
     if args.output:
-        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(result.json_text if result else Path(args.design).read_text())
+        write_file(args.output, result.json_text if result else Path(args.design).read_bytes())
     if args.dump:
         sys.stdout.write(netlist.dump())
     counts = {}
@@ -63,17 +70,20 @@ def cmd_synth(args) -> int:
 
 
 def cmd_sim(args) -> int:
+    from .hardware import Progress
+    from .outputs import check_output_file, file_writer
     from .sim import FileStimulus, RandomStimulus, Simulator
 
+    if args.vcd:
+        check_output_file(args.vcd, "--vcd", "vcd", args.force)
+    if args.outputs:
+        check_output_file(args.outputs, "--outputs", "jsonl", args.force)
+    if args.vcd_instance >= args.batch:
+        raise Netlist2TFError(f"--vcd-instance {args.vcd_instance}: the batch has instances 0..{args.batch - 1}")
     netlist, result = _netlist_for(args)
     sim = Simulator(netlist, batch=args.batch)
     stimulus = FileStimulus(args.stimulus) if args.stimulus else RandomStimulus(args.seed)
-    if args.vcd:
-        Path(args.vcd).parent.mkdir(parents=True, exist_ok=True)
-    bar = None
-    if sys.stderr.isatty() and args.cycles >= 20000:
-        from tqdm import tqdm
-        bar = tqdm(total=args.cycles, unit="cycle", file=sys.stderr)
+    bar = Progress(args.cycles, "cycle", "sim") if args.cycles >= 20000 else None
     t0 = time.perf_counter()
     trace = sim.run(args.cycles, stimulus, vcd=args.vcd, vcd_instance=args.vcd_instance,
                     progress=(lambda k: bar.update(1)) if bar else None)
@@ -81,8 +91,7 @@ def cmd_sim(args) -> int:
     if bar:
         bar.close()
     if args.outputs:
-        Path(args.outputs).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.outputs, "w") as f:
+        with file_writer(args.outputs) as f:
             for k in range(trace.cycles):
                 row = {n: [int(x) for x in v[k]] if trace.batch > 1 else int(v[k, 0])
                        for n, v in trace.outputs.items()}
@@ -127,9 +136,13 @@ def _compile_inputs(args):
     from .ir import parse_netlist
     from .target import Target
 
+    if args.design.endswith(".json"):
+        raise Netlist2TFError(f"{args.design} is a netlist JSON; compile and report synthesize the design "
+                              f"themselves with the compiler's Yosys flow (--flow): give the design "
+                              f"(module.path:Class, path/to/file.py:Class, or the .v/.il file)")
+    target = Target.from_config_json(args.target, layers=args.layers) if args.target else None
     result = synthesize(args.design, flow=args.flow, build_dir=args.build_dir, use_cache=not args.no_cache)
     netlist = parse_netlist(result.json_text, str(result.json_path))
-    target = Target.from_config_json(args.target, layers=args.layers) if args.target else None
     return result, netlist, target, re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
 
 
@@ -175,10 +188,21 @@ def _prove_gated(netlist, gated, kept):
           f"(z3, {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
 
 
+def _out_folder(args, kind: str) -> Path:
+    """The --out folder (default BUILD/KIND/DESIGN), checked before any work (netlist2tf.outputs)."""
+    import re
+    from .outputs import check_output_folder
+    from .paths import build_dir
+
+    out = Path(args.out) if args.out else build_dir(args.build_dir) / kind / re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
+    return check_output_folder(out, "--out", args.force)
+
+
 def cmd_compile(args) -> int:
     from .assemble import assemble
     from .emit import emit_checkpoint
 
+    out = None if args.check_fit else _out_folder(args, "compiled")
     result, netlist, target, name = _compile_inputs(args)
     t0 = time.perf_counter()
     if args.check_fit:
@@ -192,11 +216,10 @@ def cmd_compile(args) -> int:
         _prove_gated(netlist, _gated(args), _kept(args))
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
                         target=target, outputs=_kept(args), gated=_gated(args))
-    out = Path(args.out) if args.out else Path(args.build_dir) / "compiled" / name
     emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
                     settings={"design": args.design, "flow": args.flow, "layers": args.layers,
                               "chunk_bits": args.chunk_bits, "head_dim": args.head_dim,
-                              "keep_outputs": _kept(args), "gated": _gated(args)})
+                              "keep_outputs": _kept(args), "gated": _gated(args)}, force=args.force)
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
@@ -211,23 +234,31 @@ def cmd_report(args) -> int:
     from .assemble import assemble
     from .report import build_report, write_report
 
+    out = _out_folder(args, "reports")
     _, netlist, target, name = _compile_inputs(args)
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
                         target=target, outputs=_kept(args), gated=_gated(args))
-    out = Path(args.out) if args.out else Path(args.build_dir) / "reports" / name
-    js, page = write_report(build_report(netlist, compiled), out)
+    js, page = write_report(build_report(netlist, compiled), out, force=args.force)
     print(f"{args.design}: layer-assignment report {page} (data: {js})", file=sys.stderr)
     return 0
 
 
 def cmd_merge(args) -> int:
     from .merge import default_base, merge_checkpoints
+    from .outputs import check_output_folder
+    from .paths import build_dir
 
+    if not Path(args.checkpoint).is_dir():
+        raise Netlist2TFError(f"{args.checkpoint}: no such checkpoint folder; give a folder written by "
+                              f"`netlist2tf compile`")
+    if args.base and not Path(args.base).is_dir():
+        raise Netlist2TFError(f"--base {args.base}: no such folder; give a Qwen3.5 checkpoint folder")
+    out = Path(args.out) if args.out else build_dir(args.build_dir) / "merged" / Path(args.checkpoint).resolve().name
+    check_output_folder(out, "--out", args.force)
     base = args.base or default_base(args.checkpoint, args.build_dir)
-    out = Path(args.out) if args.out else Path(args.build_dir) / "merged" / Path(args.checkpoint).resolve().name
     t0 = time.perf_counter()
     info = merge_checkpoints(args.checkpoint, base, out, _dtype(args.dtype) if args.dtype else None,
-                             log=lambda msg: print(msg, file=sys.stderr))
+                             log=lambda msg: print(msg, file=sys.stderr), force=args.force)
     ch = info["channels"]
     print(f"{out}: {info['layers']['compiled'][1]} compiled layers in front of {info['base']['layers']} base "
           f"layers; hidden {info['hidden_size']} (compiled {ch['compiled'][1]} + anchors "
@@ -246,13 +277,21 @@ def cmd_verify(args) -> int:
     from .merge import is_merged, load_merged
     from .verify import verify_model, verify_teacher_forced
 
+    from .outputs import check_output_file
+
     if args.resume and not args.teacher_forced:
         raise Netlist2TFError("--resume saves the progress of a --teacher-forced check; add --teacher-forced")
+    if args.resume:
+        check_output_file(args.resume, "--resume", "progress", False)
+    if not Path(args.checkpoint).is_dir():
+        raise Netlist2TFError(f"{args.checkpoint}: no such checkpoint folder; give a folder written by "
+                              f"`netlist2tf compile` or `netlist2tf merge`")
     if is_merged(args.checkpoint):
         prefix = []
         if args.text_prefix:
             import numpy as np
-            info = json.loads((Path(args.checkpoint) / "merge.json").read_text())
+            from .emit import read_meta
+            info = read_meta(args.checkpoint, "merge.json")
             gen = np.random.default_rng(args.seed)
             prefix = gen.integers(0, info["trace_token_offset"], args.text_prefix).tolist()
         model, protocol, netlist, inits, meta = load_merged(args.checkpoint, _dtype(args.dtype), prefix)[:5]
@@ -286,31 +325,44 @@ def cmd_verify(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="netlist2tf", description="Compile hardware into transformer weights.")
+    from .cliutil import Formatter, Parser, add_version, count
+
+    ap = Parser(prog="netlist2tf", description="Compile hardware into transformer weights.",
+                                 formatter_class=Formatter)
+    add_version(ap)
     sub = ap.add_subparsers(dest="command", required=True)
+    build_help = ("cache and output folder (default: $NETLIST2TF_BUILD_DIR, else the project's build/, "
+                  "whatever the current directory)")
+    force_help = "replace an existing output that netlist2tf did not write (by default such a path is refused)"
+
+    def parser(name, help):
+        return sub.add_parser(name, help=help, description=help, formatter_class=Formatter)
 
     def design_args(p):
         p.add_argument("design", help="module.path:Class, path/to/file.py:Class, file.il/.v, or netlist .json")
         p.add_argument("--flow", choices=("word", "gate", "lut", "macro"), default="word",
-                       help="Yosys mapping: word-level cells (default), simple gates, 4-LUTs, or 4-LUTs "
-                            "with word-level adders/comparators ($alu, the compiler's default)")
-        p.add_argument("--build-dir", default="build", help="cache and output folder (default: build)")
+                       help="Yosys mapping: word-level cells, simple gates, 4-LUTs, or 4-LUTs "
+                            "with word-level adders/comparators ($alu, the compiler's flow)")
+        p.add_argument("--build-dir", default=None, help=build_help)
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")
+        p.add_argument("--force", action="store_true", help=force_help)
 
-    p = sub.add_parser("synth", help="Amaranth design -> Yosys JSON netlist (cached under BUILD/synth)")
+    p = parser("synth", "Amaranth design -> Yosys JSON netlist (cached under BUILD/synth)")
     design_args(p)
     p.add_argument("-o", "--output", help="also copy the JSON netlist here")
     p.add_argument("--dump", action="store_true", help="print the IR, one line per port/register/memory/cell")
     p.set_defaults(func=cmd_synth)
 
-    p = sub.add_parser("sim", help="simulate the netlist cycle by cycle")
+    p = parser("sim", "simulate the netlist cycle by cycle")
     design_args(p)
-    p.add_argument("--cycles", type=int, required=True, help="number of clock cycles")
-    p.add_argument("--batch", type=int, default=1, help="independent instances simulated together")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
+    p.add_argument("--cycles", type=count(0, 10**9, "--cycles"), required=True, help="number of clock cycles")
+    p.add_argument("--batch", type=count(1, 1 << 20, "--batch"), default=1,
+                   help="independent instances simulated together")
+    p.add_argument("--seed", type=count(0, 2**63 - 1, "--seed"), default=0, help="seed of the random inputs")
     p.add_argument("--stimulus", help="JSON-lines file of inputs per cycle instead of random ones")
     p.add_argument("--vcd", help="write a waveform (VCD) of every named signal")
-    p.add_argument("--vcd-instance", type=int, default=0, help="which batch instance the VCD shows")
+    p.add_argument("--vcd-instance", type=count(0, None, "--vcd-instance"), default=0,
+                   help="which batch instance the VCD shows")
     p.add_argument("--outputs", help="write the outputs of every cycle as JSON lines")
     p.add_argument("--compare-amaranth", action="store_true",
                    help="also run Amaranth's simulator on the same inputs and stop at the first difference")
@@ -318,12 +370,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     def compile_args(p, out_help):
         p.add_argument("design", help="module.path:Class, path/to/file.py:Class or file.il/.v")
-        p.add_argument("--layers", type=int, default=11, help="layers of the compiled model (default 11)")
-        p.add_argument("--chunk-bits", type=int, default=8, help="value bits per trace token (default 8)")
+        p.add_argument("--layers", type=count(2, 1024, "--layers"), default=11, help="layers of the compiled model")
+        p.add_argument("--chunk-bits", type=count(1, 12, "--chunk-bits"), default=8,
+                       help="value bits per trace token (1-12; the vocabulary grows as 2^bits per chunk)")
         p.add_argument("--head-dim", type=int, default=64, choices=(16, 64, 256, 1024),
-                       help="standalone models: DeltaNet key head dim = words per memory bank (default 64)")
+                       help="standalone models: DeltaNet key head dim = words per memory bank")
         p.add_argument("--flow", choices=("macro", "macro6", "lut"), default="macro",
-                       help="macro (default): adders, comparisons, shifts and wide reductions as "
+                       help="macro: adders, comparisons, shifts and wide reductions as "
                             "threshold-circuit macros, the rest as 4-LUTs; macro6: the same with 6-LUTs "
                             "(shallower, more neurons; the CPU needs it); lut: everything as 4-LUTs")
         p.add_argument("--target", help="a Qwen3.5 config.json (or its folder): use its per-layer shapes exactly")
@@ -335,67 +388,76 @@ def build_parser() -> argparse.ArgumentParser:
                             "GATE is 1 (their values must not matter while it is 0: compile proves it with "
                             "z3 or shows a counterexample; docs/COMPILER.md 2)")
         p.add_argument("--out", help=out_help)
-        p.add_argument("--build-dir", default="build")
+        p.add_argument("--build-dir", default=None, help=build_help)
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")
+        p.add_argument("--force", action="store_true", help=force_help)
 
-    p = sub.add_parser("compile", help="schedule + weights -> a checkpoint folder (stock transformers loads it)")
-    compile_args(p, "checkpoint folder (default BUILD/compiled/DESIGN)")
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p = parser("compile", "schedule + weights -> a checkpoint folder (stock transformers loads it)")
+    compile_args(p, "checkpoint folder (default: BUILD/compiled/DESIGN); a checkpoint already there is "
+                    "replaced atomically, a folder holding anything else is refused (see --force)")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="dtype of the stored weights (the model is exact in both)")
     p.add_argument("--check-fit", action="store_true",
                    help="only say whether the design fits (the target), with the numbers; build nothing")
     p.set_defaults(func=cmd_compile)
 
-    p = sub.add_parser("report", help="layer-assignment report (JSON + HTML with plots)")
-    compile_args(p, "folder (default BUILD/reports/DESIGN)")
+    p = parser("report", "layer-assignment report (JSON + HTML with plots)")
+    compile_args(p, "folder (default: BUILD/reports/DESIGN)")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("verify", help="run a checkpoint with transformers against the netlist simulator")
-    p.add_argument("checkpoint")
-    p.add_argument("--cycles", type=int, default=100)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32")
+    p = parser("verify", "run a checkpoint with transformers against the netlist simulator")
+    p.add_argument("checkpoint", help="a folder written by `netlist2tf compile` or `netlist2tf merge`")
+    p.add_argument("--cycles", type=count(0, 10**8, "--cycles"), default=100, help="clock cycles to check")
+    p.add_argument("--batch", type=count(1, 4096, "--batch"), default=1, help="batch rows (random inputs each)")
+    p.add_argument("--seed", type=count(0, 2**63 - 1, "--seed"), default=0, help="seed of the random inputs")
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                   help="dtype the model runs in")
     p.add_argument("--token-by-token", action="store_true",
                    help="feed known tokens one at a time (recurrent DeltaNet path) instead of prefilling")
     p.add_argument("--teacher-forced", action="store_true",
                    help="feed the simulator's whole trace in long forward calls and check the model's "
                         "greedy choice at every generated position (same proof, much faster)")
-    p.add_argument("--window", type=int, default=1024, help="positions per forward call with --teacher-forced")
+    p.add_argument("--window", type=count(1, 1 << 20, "--window"), default=1024,
+                   help="positions per forward call with --teacher-forced")
     p.add_argument("--resume", metavar="FILE",
                    help="with --teacher-forced: save the check's progress (position and model cache) to "
                         "FILE every few minutes and continue from it when run again with the same "
                         "checkpoint, dtype, cycles, batch, seed and window (FILE is deleted at the end)")
-    p.add_argument("--text-prefix", type=int, default=0, metavar="N",
+    p.add_argument("--text-prefix", type=count(0, 1 << 20, "--text-prefix"), default=0, metavar="N",
                    help="merged checkpoints: put N random base-vocabulary tokens (seeded) before the trace")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("merge", help="a compiled checkpoint's layers in front of a Qwen3.5 checkpoint")
+    p = parser("merge", "a compiled checkpoint's layers in front of a Qwen3.5 checkpoint")
     p.add_argument("checkpoint", help="a folder written by `netlist2tf compile` (or the CPU's build/cpu-model/...)")
     p.add_argument("--base", help="a Qwen3.5 checkpoint folder (text-only or the published multimodal "
                                   "layout; default: a small random Qwen3.5 model with the compiled model's "
                                   "shapes, made once under BUILD/base/)")
-    p.add_argument("--out", help="merged checkpoint folder (default BUILD/merged/NAME)")
+    p.add_argument("--out", help="merged checkpoint folder (default: BUILD/merged/NAME)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                    help="dtype of the merged weights (default: the base's)")
-    p.add_argument("--build-dir", default="build")
+    p.add_argument("--build-dir", default=None, help=build_help)
+    p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(func=cmd_merge)
     return ap
 
 
 def main(argv=None) -> int:
-    import warnings
-    # A design that raised mid-elaboration leaves Amaranth objects behind whose destructors warn
-    # "created but never used"; the error itself has already been reported.
-    warnings.filterwarnings("ignore", message=".*created but never used")
+    from .cliutil import run
+
     args = build_parser().parse_args(argv)
-    if getattr(args, "cycles", 0) is not None and getattr(args, "cycles", 0) < 0:
-        print("netlist2tf: error: --cycles must be >= 0", file=sys.stderr)
-        return 2
-    try:
-        return args.func(args)
-    except Netlist2TFError as exc:
-        print(f"netlist2tf: error: {exc}", file=sys.stderr)
-        return 2
+    return run("netlist2tf", _checked(args.func), args)
+
+
+def _checked(func):
+    """``func`` after the checks every command makes before any work: the build folder is usable."""
+    def run(args):
+        from .outputs import check_build_dir
+        from .paths import ENV, build_dir
+
+        if hasattr(args, "build_dir"):
+            check_build_dir(build_dir(args.build_dir), "--build-dir" if args.build_dir else f"the build folder (${ENV} or build/)")
+        return func(args)
+    return run
 
 
 if __name__ == "__main__":

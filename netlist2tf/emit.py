@@ -2,16 +2,17 @@
 
 The folder holds ``config.json`` + ``model.safetensors`` + ``generation_config.json`` (written by
 ``save_pretrained``: ``AutoModelForCausalLM.from_pretrained`` needs no custom code), the trace
-vocabulary ``trace_protocol.json``, the netlist it was compiled from (``netlist.json``, so ``verify``
-can simulate it) and ``compile.json`` (settings, initial register values, the output ports kept when
-the model was compiled with only some of them, and the figures). Writing is
-deterministic: the same design and settings give byte-identical files.
+vocabulary ``trace_protocol.json`` (the one definition of the tokens: every host reads it), the netlist
+it was compiled from (``netlist.json``, so ``verify`` can simulate it), a tokenizer for the trace
+vocabulary (``tokenizer.json``: one readable name per token, netlist2tf.hf), the initial state as
+those names (``prompt.txt``: what a stock ``transformers`` user starts generating from) and ``compile.json``
+(settings, initial register values, the output ports kept when the model was compiled with only some
+of them, the figures, and the sha256 of the weights, config, protocol and netlist, checked on load).
+Writing is deterministic: the same design and settings give byte-identical files.
 """
 
+import hashlib
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import torch
@@ -20,22 +21,63 @@ from .assemble import Compiled, resolve_gated
 from .errors import Netlist2TFError
 from .graph import keep_outputs
 from .ir import parse_netlist
+from .outputs import write_folder
 from .protocol import TraceProtocol
 
-FORMAT = 2
+FORMAT = 3
+# the files whose sha256 compile.json records: a checkpoint whose weights, config, protocol or netlist
+# were changed after compiling is refused on load (they must agree; docs/COMPILER.md 6)
+SEALED = ("config.json", "model.safetensors", "trace_protocol.json", "netlist.json")
 
 
-def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.float32, settings=None):
-    """Write ``compiled`` to ``folder`` (replaced atomically: a failed write leaves the old one)."""
+def file_digest(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            h.update(block)
+    return h.hexdigest()
+
+
+def seal(folder, names=SEALED) -> dict:
+    """{file name: sha256} of ``names`` in ``folder``."""
+    return {n: file_digest(Path(folder) / n) for n in names}
+
+
+def check_seal(folder, record, names=SEALED, what="compile.json") -> None:
+    """Raise Netlist2TFError naming every file of ``names`` whose sha256 differs from ``record``."""
     folder = Path(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    try:
+    if not isinstance(record, dict):
+        raise Netlist2TFError(f"{folder}/{what} has no record of its files' hashes; recompile the checkpoint")
+    changed = [n for n in names if record.get(n) != file_digest(folder / n)]
+    if changed:
+        raise Netlist2TFError(f"{folder}: {', '.join(changed)} changed after the checkpoint was written (their "
+                              f"sha256 differs from the record in {what}), so the weights, config and trace "
+                              f"protocol may disagree; restore the files or write the checkpoint again")
+
+
+def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.float32, settings=None,
+                    force: bool = False):
+    """Write ``compiled`` to ``folder`` (replaced atomically: a failed or interrupted write leaves the
+    old one; a folder that is not one of ours is refused unless ``force``: netlist2tf.outputs)."""
+    from .hardware import quiet_transformers
+    from .hf import generation_settings, readable_register_names, token_names, write_tokenizer
+
+    netlist = parse_netlist(netlist_json)
+    if compiled.outputs is not None:
+        netlist = keep_outputs(netlist, list(compiled.outputs))
+    signals = {f"reg:{name}": signal for name, signal in readable_register_names(netlist).items()}
+
+    def write(tmp: Path):
         model = compiled.model.to(dtype)
-        model.generation_config.do_sample = False
-        model.save_pretrained(tmp)
-        (tmp / "trace_protocol.json").write_text(compiled.protocol.to_json())
+        model.generation_config.update(**generation_settings(compiled.protocol))
+        with quiet_transformers():
+            model.save_pretrained(tmp)
+        (tmp / "trace_protocol.json").write_text(compiled.protocol.to_json(signals))
         (tmp / "netlist.json").write_text(netlist_json)
+        write_tokenizer(compiled.protocol, tmp, netlist)
+        names = token_names(compiled.protocol, netlist)    # the initial state as a stock user types it
+        prompt = compiled.protocol.initial_tokens(compiled.initial_registers, compiled.initial_memory)
+        (tmp / "prompt.txt").write_text(" ".join(names[t] for t in prompt) + "\n")
         meta = {"format": FORMAT, "chunk_bits": compiled.protocol.chunk_bits,
                 "initial_registers": compiled.initial_registers,
                 "initial_memory": {name: {str(a): w for a, w in words.items()}
@@ -43,48 +85,80 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
                 "dtype": str(dtype).split(".")[-1],
                 "outputs": None if compiled.outputs is None else list(compiled.outputs),
                 "gated": None if compiled.gated is None else [compiled.gated[0], list(compiled.gated[1])],
-                "settings": settings or {}, "stats": compiled.stats}
+                "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder
+
+    return write_folder(Path(folder), write, force)
+
+
+def read_meta(folder, what="compile.json") -> dict:
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / what).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise Netlist2TFError(f"{folder}/{what} is not JSON ({exc}); write the checkpoint again")
+    if not isinstance(meta, dict):
+        raise Netlist2TFError(f"{folder}/{what} is not a JSON object; write the checkpoint again")
+    return meta
+
+
+def trace_side(folder, meta: dict, sealed=SEALED):
+    """(protocol, netlist) of a checkpoint folder: the protocol read from ``trace_protocol.json`` (the
+    one source of truth for every host), after checking that the files in ``sealed`` are the ones
+    written and that the protocol is the one the netlist and the compile settings give."""
+    folder = Path(folder)
+    check_seal(folder, meta.get("sha256"), sealed)
+    protocol = TraceProtocol.from_json((folder / "trace_protocol.json").read_text(),
+                                       str(folder / "trace_protocol.json"))
+    netlist = parse_netlist((folder / "netlist.json").read_text(), str(folder / "netlist.json"))
+    try:
+        if meta.get("outputs") is not None:           # compiled with only these outputs
+            netlist = keep_outputs(netlist, meta["outputs"])
+        gated = meta.get("gated")
+        derived = TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, meta["chunk_bits"],
+                                             None if gated is None else resolve_gated(netlist, *gated))
+    except (KeyError, TypeError) as exc:
+        raise Netlist2TFError(f"{folder}/compile.json lacks or garbles {exc}; write the checkpoint again")
+    if derived != protocol:
+        raise Netlist2TFError(f"{folder}: trace_protocol.json is not the protocol of netlist.json with the "
+                              f"settings in compile.json; write the checkpoint again")
+    return protocol, netlist
+
+
+def load_hf_model(folder, dtype):
+    """``AutoModelForCausalLM.from_pretrained(folder)`` quietly (no loading bars, no notes about
+    optional kernels), as a Netlist2TFError naming the folder when transformers cannot load it."""
+    from transformers import AutoModelForCausalLM
+
+    from .hardware import quiet_transformers
+
+    try:
+        with quiet_transformers():
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    except Exception as exc:        # transformers raises many kinds; name the folder and the cause
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise Netlist2TFError(f"transformers could not load {folder}: {type(exc).__name__}: {first}")
+    return model.eval()
 
 
 def load_checkpoint(folder, dtype=None):
     """(model, protocol, netlist, initial registers, meta) of an emitted folder; the initial memory
     words are ``meta["initial_memory"]`` ({address: word}, keys as ints).
 
-    Raises Netlist2TFError naming the missing or malformed file."""
-    from transformers import AutoModelForCausalLM
-
+    Raises Netlist2TFError naming the missing, malformed or changed file."""
     folder = Path(folder)
-    for name in ("config.json", "model.safetensors", "compile.json", "netlist.json"):
+    if not folder.is_dir():
+        raise Netlist2TFError(f"{folder}: no such checkpoint folder; create one with `netlist2tf compile`")
+    for name in ("config.json", "model.safetensors", "compile.json", "netlist.json", "trace_protocol.json"):
         if not (folder / name).is_file():
             raise Netlist2TFError(f"{folder} is not a netlist2tf checkpoint: {name} is missing; "
                                   f"create one with `netlist2tf compile`")
-    try:
-        meta = json.loads((folder / "compile.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise Netlist2TFError(f"{folder}/compile.json is not JSON ({exc.msg})")
+    meta = read_meta(folder)
     if meta.get("format") != FORMAT:
         raise Netlist2TFError(f"{folder} was written by another netlist2tf version (format "
                               f"{meta.get('format')!r}, this one reads {FORMAT}); recompile it")
-    netlist = parse_netlist((folder / "netlist.json").read_text(), str(folder / "netlist.json"))
-    if meta.get("outputs") is not None:           # compiled with only these outputs
-        netlist = keep_outputs(netlist, meta["outputs"])
-    clocks = {r.clock for r in netlist.registers}
-    gated = meta.get("gated")
-    protocol = TraceProtocol.from_netlist(netlist, clocks, meta["chunk_bits"],
-                                          None if gated is None else resolve_gated(netlist, *gated))
-    try:
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or getattr(torch, meta["dtype"]))
-    except Exception as exc:        # transformers raises many kinds; name the folder and the cause
-        raise Netlist2TFError(f"transformers could not load {folder}: {type(exc).__name__}: {exc}")
-    model.eval()
+    protocol, netlist = trace_side(folder, meta)
+    model = load_hf_model(folder, dtype or getattr(torch, meta.get("dtype", "float32"), torch.float32))
     if model.config.vocab_size != protocol.vocab_size:
         raise Netlist2TFError(f"{folder}: the model's vocabulary ({model.config.vocab_size}) does not "
                               f"match its trace protocol ({protocol.vocab_size}); recompile it")

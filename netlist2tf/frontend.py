@@ -194,7 +194,14 @@ def design_source(design: str) -> tuple[list[str], dict[str, str], str | None, d
             raise DesignNotFoundError(f"design file {path} does not exist; give an existing "
                                       f"{'/'.join(_HDL_SUFFIXES)} file or a module:Class design")
         name = "design" + suffix
-        return [f"{_HDL_SUFFIXES[suffix]} {name}"], {name: path.read_text()}, top or None, {name: str(path)}
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DesignNotFoundError(f"design file {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at "
+                                      f"offset {exc.start}); save it as UTF-8 or ASCII") from None
+        except OSError as exc:
+            raise DesignNotFoundError(f"cannot read design file {path}: {exc.strerror or exc}") from None
+        return [f"{_HDL_SUFFIXES[suffix]} {name}"], {name: text}, top or None, {name: str(path)}
     obj = load_design(design)
     return (["read_rtlil design.il"], {"design.il": to_rtlil(obj, design)}, "top",
             {"design.il": f"{design} (as RTLIL)"})
@@ -210,7 +217,7 @@ def _src_files(text: str) -> tuple[str, ...]:
     return tuple(sorted(files))
 
 
-def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike = "build",
+def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike | None = None,
                use_cache: bool = True) -> SynthResult:
     """Synthesize ``design`` with the named Yosys flow; return the JSON netlist (cached).
 
@@ -222,11 +229,17 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike = "
     key_material = json.dumps({"format": CACHE_FORMAT, "yosys": version, "read": read_cmds,
                                "inputs": inputs, "script": script}, sort_keys=True)
     key = hashlib.sha256(key_material.encode()).hexdigest()[:24]
-    cache_dir = Path(build_dir) / "synth"
+    from .paths import build_dir as default_build_dir
+    cache_dir = default_build_dir(build_dir) / "synth"
     json_path = cache_dir / f"{key}.json"
     sources = _src_files("\n".join(inputs.values()))
     if use_cache and json_path.is_file():
-        return SynthResult(design, flow, json_path.read_text(), json_path, True, sources)
+        cached = _read_cache_entry(json_path)
+        if cached is not None:
+            return SynthResult(design, flow, cached, json_path, True, sources)
+        print(f"netlist2tf: the cached netlist {json_path} is damaged (not a readable Yosys JSON file); "
+              f"discarded, running Yosys again", file=sys.stderr)
+        json_path.unlink(missing_ok=True)
     text = run_yosys(read_cmds, inputs, script, display_names=shown)
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Write-then-rename: an interrupted run never leaves a half-written cache entry behind.
@@ -240,6 +253,17 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike = "
     tmp.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, meta_path)
     return SynthResult(design, flow, text, json_path, False, sources)
+
+
+def _read_cache_entry(path: Path) -> str | None:
+    """The text of a cached netlist, or None if it is not a JSON object with modules (a torn or
+    edited cache entry: it is then discarded and rebuilt)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+        doc = json.loads(text)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return text if isinstance(doc, dict) and isinstance(doc.get("modules"), dict) and doc["modules"] else None
 
 
 def _file_digest(path: str) -> str | None:

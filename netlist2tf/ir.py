@@ -279,6 +279,95 @@ _FINE_FF_LAYOUT = {("DFF", 1): "C", ("DFF", 3): "CRV", ("DFFE", 2): "CE", ("DFFE
 _WORD_FF = {"$dff", "$dffe", "$sdff", "$sdffe", "$sdffce", "$adff", "$adffe"}
 _DROPPED = {"$scopeinfo"}
 
+# The shape of a Yosys ``write_json`` netlist, checked with the jsonschema library before reading:
+# bits are net numbers or "0"/"1"/"x"/"z"; parameters are integers, bit strings, or (for string
+# parameters) other text, but the numeric ones (widths, sizes, counts, polarities, signedness) must be
+# integers or bit strings.
+_BITS = {"type": "array", "items": {"anyOf": [{"type": "integer", "minimum": 0},
+                                              {"enum": ["0", "1", "x", "z"]}]}}
+_NUMBER = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[01xz]+$"}]}
+_NUMERIC_PARAMS = ("^(.*_WIDTH|WIDTH|SIZE|ABITS|OFFSET|RD_PORTS|WR_PORTS|.*_POLARITY|.*_SIGNED|"
+                   "DEPTH|.*_VALUE|INIT|LUT|RD_CLK_ENABLE|WR_CLK_ENABLE|RD_TRANSPARENCY_MASK|"
+                   "WR_PRIORITY_MASK|RD_CE_OVER_SRST|RD_COLLISION_X_MASK|RD_WIDE_CONTINUATION|"
+                   "WR_WIDE_CONTINUATION|TABLE)$")
+YOSYS_JSON_SCHEMA = {
+    "type": "object",
+    "required": ["modules"],
+    "properties": {"modules": {"type": "object", "additionalProperties": {
+        "type": "object",
+        "properties": {
+            "attributes": {"type": "object"},
+            "ports": {"type": "object", "additionalProperties": {
+                "type": "object", "required": ["direction", "bits"],
+                "properties": {"direction": {"enum": ["input", "output", "inout"]}, "bits": _BITS}}},
+            "cells": {"type": "object", "additionalProperties": {
+                "type": "object", "required": ["type", "connections"],
+                "properties": {
+                    "type": {"type": "string", "minLength": 1},
+                    "parameters": {"type": "object", "patternProperties": {_NUMERIC_PARAMS: _NUMBER},
+                                   "additionalProperties": {"type": ["string", "integer"]}},
+                    "port_directions": {"type": "object", "additionalProperties": {
+                        "enum": ["input", "output", "inout"]}},
+                    "connections": {"type": "object", "additionalProperties": _BITS},
+                    "attributes": {"type": "object"}}}},
+            "netnames": {"type": "object", "additionalProperties": {
+                "type": "object", "required": ["bits"], "properties": {"bits": _BITS}}},
+            "memories": {"type": "object"}}}}}}
+
+
+def _check_schema(doc, origin: str) -> None:
+    """Raise NetlistFormatError listing (up to 5) places where ``doc`` breaks YOSYS_JSON_SCHEMA."""
+    from jsonschema import Draft202012Validator
+
+    errors = sorted(Draft202012Validator(YOSYS_JSON_SCHEMA).iter_errors(doc), key=lambda e: list(map(str, e.path)))
+    if errors:
+        where = ["/".join(str(p) for p in e.path) or "(top level)" for e in errors[:5]]
+        lines = [f"{w}: {_schema_message(e)}" for w, e in zip(where, errors)]
+        more = f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""
+        raise NetlistFormatError(f"{origin} is not a Yosys JSON netlist: {'; '.join(lines)}{more}; write it "
+                                 f"with Yosys's write_json (or `netlist2tf synth -o FILE`)")
+
+
+def _schema_message(e) -> str:
+    if e.schema == _BITS["items"]:
+        return f"bad bit {e.instance!r} (a bit is a net number or \"0\", \"1\", \"x\", \"z\")"
+    if e.schema == _NUMBER:
+        return f"{e.instance!r} is not a number (Yosys writes numeric parameters as binary strings)"
+    return e.message[:160]
+
+
+# ports every cell of a type must connect (beyond those named by its X_WIDTH parameters)
+_REQUIRED_PORTS = {"$mux": "ABSY", "$pmux": "ABSY", "$bmux": "ASY", "$bwmux": "ABSY", "$demux": "ASY",
+                   "$lut": "AY", "$sop": "AY", "$_NOT_": "AY", "$_BUF_": "AY", "$_MUX_": "ABSY",
+                   "$_NMUX_": "ABSY", "$_AOI3_": "ABCY", "$_OAI3_": "ABCY", "$_AOI4_": "ABCDY",
+                   "$_OAI4_": "ABCDY", **{f"$_{g}_": "ABY" for g in ("AND", "NAND", "OR", "NOR", "XOR",
+                                                                    "XNOR", "ANDNOT", "ORNOT")}}
+# cells whose WIDTH parameter is the width of these ports
+_WIDTH_PORTS = {"$mux": "ABY", "$pmux": "AY", "$bmux": "Y", "$bwmux": "ABSY", "$lut": "A", "$sop": "A"}
+
+
+def _check_cell_widths(cname, ctype, params, conns, r) -> None:
+    """The cell's connections exist and have the widths its parameters say."""
+    for port in _REQUIRED_PORTS.get(ctype, ""):
+        if port not in conns:
+            r.fail(f"cell {cname} ({ctype}) has no connection for its port {port}")
+    for key, value in params.items():
+        if key.endswith("_WIDTH") and isinstance(value, int):
+            port = key[:-len("_WIDTH")]
+            if port in ("A", "B", "Y", "S", "C", "D") and ctype.startswith("$") and not ctype.startswith("$_"):
+                if port not in conns:
+                    r.fail(f"cell {cname} ({ctype}) has no connection for its port {port} ({key} = {value})")
+                if len(conns[port]) != value:
+                    r.fail(f"cell {cname} ({ctype}): {key} is {value} but port {port} has {len(conns[port])} bits")
+    width = params.get("WIDTH")
+    if isinstance(width, int):
+        ports = _WIDTH_PORTS.get(ctype, "DQ" if ctype in _WORD_FF else "")
+        for port in ports:
+            if port in conns and len(conns[port]) != width:
+                r.fail(f"cell {cname} ({ctype}): WIDTH is {width} but port {port} has {len(conns[port])} bits")
+        if ctype == "$pmux" and "S_WIDTH" in params and "B" in conns and len(conns["B"]) != width * params["S_WIDTH"]:
+            r.fail(f"cell {cname} ($pmux): port B has {len(conns['B'])} bits, not WIDTH x S_WIDTH")
+
 
 class _Reader:
     """Parses one JSON text; keeps the net numbering while it works."""
@@ -289,14 +378,15 @@ class _Reader:
             doc = json.loads(text)
         except json.JSONDecodeError as exc:
             raise NetlistFormatError(f"{origin} is not valid JSON: {exc.msg} at line {exc.lineno} "
-                                     f"column {exc.colno}; regenerate it with `netlist2tf synth`")
+                                     f"column {exc.colno}; write it again with Yosys's write_json (or "
+                                     f"`netlist2tf synth -o FILE`)")
         self.doc = doc
         self.net_of_bit: dict[int, int] = {}
         self.bit_order: list[int] = []
 
     def fail(self, what: str):
         raise NetlistFormatError(f"{self.origin}: {what}; expected a Yosys `write_json` netlist "
-                                 f"(regenerate it with `netlist2tf synth`)")
+                                 f"(write one with `netlist2tf synth -o FILE`)")
 
     def module(self):
         doc = self.doc
@@ -356,6 +446,7 @@ def parse_netlist(text: str, origin: str = "netlist JSON") -> Netlist:
     Does not judge whether the design is supported: that is ``validate.check_netlist``.
     """
     r = _Reader(text, origin)
+    _check_schema(r.doc, origin)
     top, mod = r.module()
     for key in ("ports", "cells", "netnames"):
         if not isinstance(mod.get(key, {}), dict):
@@ -390,6 +481,7 @@ def parse_netlist(text: str, origin: str = "netlist JSON") -> Netlist:
             continue
         params = {k: _param(v, f"cell {cname} parameter {k}", r) for k, v in (c.get("parameters") or {}).items()}
         conns = {k: r.sig(v, f"cell {cname} port {k}") for k, v in c["connections"].items()}
+        _check_cell_widths(cname, ctype, params, conns, r)
         dirs = c.get("port_directions", {}) or {}
         src = str((c.get("attributes") or {}).get("src", ""))
         if ctype in _WORD_FF or _FINE_FF.match(ctype):

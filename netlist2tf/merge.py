@@ -36,9 +36,7 @@ vocabulary.
 
 import json
 import math
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -46,8 +44,11 @@ import torch
 
 from .errors import Netlist2TFError
 from .gadgets.layout import NORM_WEIGHT, SCALE, ResidualLayout
+from .outputs import check_output_folder, write_folder
 
-FORMAT = 1
+FORMAT = 2
+MERGED_SEALED = ("config.json", "model.safetensors")   # merge.json records their sha256 (the trace
+                                                        # side's files are sealed by compile.json)
 FLAG_WEIGHT = -2.0 ** 20        # trace tokens' LM-head weight on the normalised text flag
 BASE_BLOCK = -2.0 ** 14         # base tokens' LM-head weight on the normalised constant channel
 BETA_SHUT = -128.0              # compiled DeltaNet write strength on text: sigmoid(-128) == 0 exactly
@@ -243,35 +244,24 @@ def _compensation(Db: int, D: int, eps: float) -> tuple[float, float, float]:
     return s, math.sqrt((c - 1) * D * eps), math.sqrt(Db / D)
 
 
-def _write_folder(folder: Path, write) -> None:
-    """``write(tmp)`` fills a temporary folder beside ``folder``, which then replaces ``folder``
-    atomically: a failure leaves the old folder (or none) and no half-written one."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".", dir=folder.parent))
-    try:
-        write(tmp)
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-
-
 # --------------------------------------------------------------------------------------------------
 # The merge
 
 def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dtype | None = None,
-                      log=None) -> dict:
-    """Write the merged checkpoint to ``out_folder`` (replaced atomically); returns merge.json's dict.
+                      log=None, force: bool = False) -> dict:
+    """Write the merged checkpoint to ``out_folder`` (replaced atomically; a folder that is not one of
+    ours is refused unless ``force``: netlist2tf.outputs); returns merge.json's dict.
 
     Raises Netlist2TFError naming every geometry number that differs, a weight that is missing or
     misshapen, or a compiled model whose layers touch channels outside its pairs."""
     from safetensors.torch import save_file
     from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 
+    from .emit import FORMAT as COMPILE_FORMAT, SEALED, read_meta, seal, trace_side
+
     log = log or (lambda msg: None)
     compiled_folder, base_folder, out_folder = Path(compiled_folder), Path(base_folder), Path(out_folder)
+    check_output_folder(out_folder, "--out", force)
     for name in ("compile.json", "netlist.json", "trace_protocol.json"):
         if not (compiled_folder / name).is_file():
             raise Netlist2TFError(f"{compiled_folder} is not a netlist2tf checkpoint: {name} is missing; "
@@ -279,6 +269,11 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     if (compiled_folder / "merge.json").is_file():
         raise Netlist2TFError(f"{compiled_folder} is already a merged checkpoint; merge the compiled "
                               f"checkpoint it was made from")
+    meta = read_meta(compiled_folder)
+    if meta.get("format") != COMPILE_FORMAT:
+        raise Netlist2TFError(f"{compiled_folder} was written by another netlist2tf version (format "
+                              f"{meta.get('format')!r}, this one reads {COMPILE_FORMAT}); recompile it")
+    trace_side(compiled_folder, meta, SEALED)        # the weights, config and protocol are as compiled
     cpu = _Checkpoint(compiled_folder, "compiled checkpoint")
     base = _Checkpoint(base_folder, "base checkpoint")
     cc, bc = cpu.config, base.config
@@ -418,9 +413,10 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
             shutil.copyfile(compiled_folder / name, tmp / name)
         if (compiled_folder / "report").is_dir():            # the compiled layers' report (the CPU's)
             shutil.copytree(compiled_folder / "report", tmp / "report")
+        info["sha256"] = seal(tmp, MERGED_SEALED)
         (tmp / "merge.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
 
-    _write_folder(out_folder, write)
+    write_folder(out_folder, write, force)
     return info
 
 
@@ -475,35 +471,23 @@ def is_merged(folder) -> bool:
 
 def load_merged(folder, dtype=None, prefix=()):
     """(MergedTrace, protocol, netlist, initial registers, compile meta, merge info) of a merged
-    checkpoint folder. Raises Netlist2TFError naming a missing or malformed file. (The trace side is
-    read as ``emit.load_checkpoint`` reads it; emit.py is left alone because the CPU's cached
-    checkpoint is keyed by the compiler's sources, cpu.model_engine._COMPILER_SOURCES.)"""
-    from transformers import AutoModelForCausalLM
-
-    from .assemble import resolve_gated
-    from .graph import keep_outputs
-    from .ir import parse_netlist
-    from .protocol import TraceProtocol
+    checkpoint folder. Raises Netlist2TFError naming a missing, malformed or changed file (the trace
+    side is read and checked as ``emit.load_checkpoint`` reads it; merge.json seals the merged weights
+    and config)."""
+    from .emit import check_seal, load_hf_model, read_meta, trace_side
 
     folder = Path(folder)
-    for name in ("config.json", "model.safetensors", "compile.json", "netlist.json", "merge.json"):
+    for name in ("config.json", "model.safetensors", "compile.json", "netlist.json", "merge.json",
+                 "trace_protocol.json"):
         if not (folder / name).is_file():
             raise Netlist2TFError(f"{folder} is not a merged netlist2tf checkpoint: {name} is missing; "
                                   f"create one with `netlist2tf merge`")
-    try:
-        meta = json.loads((folder / "compile.json").read_text())
-        info = json.loads((folder / "merge.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise Netlist2TFError(f"{folder}: compile.json or merge.json is not JSON ({exc.msg})")
+    meta, info = read_meta(folder), read_meta(folder, "merge.json")
     if info.get("format") != FORMAT:
         raise Netlist2TFError(f"{folder} was merged by another netlist2tf version (format "
                               f"{info.get('format')!r}, this one reads {FORMAT}); merge it again")
-    netlist = parse_netlist((folder / "netlist.json").read_text(), str(folder / "netlist.json"))
-    if meta.get("outputs") is not None:
-        netlist = keep_outputs(netlist, meta["outputs"])
-    gated = meta.get("gated")
-    protocol = TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, meta["chunk_bits"],
-                                          None if gated is None else resolve_gated(netlist, *gated))
+    check_seal(folder, info.get("sha256"), MERGED_SEALED, "merge.json")
+    protocol, netlist = trace_side(folder, meta, ("trace_protocol.json", "netlist.json"))
     if protocol.vocab_size != info["trace_vocab_size"]:
         raise Netlist2TFError(f"{folder}: merge.json's trace vocabulary ({info['trace_vocab_size']}) does "
                               f"not match its trace protocol ({protocol.vocab_size}); merge it again")
@@ -511,11 +495,7 @@ def load_merged(folder, dtype=None, prefix=()):
     if bad:
         raise Netlist2TFError(f"text prefix tokens {bad[:5]} are not base-vocabulary tokens "
                               f"(0..{info['trace_token_offset'] - 1})")
-    try:
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype or getattr(torch, info["dtype"]))
-    except Exception as exc:        # transformers raises many kinds; name the folder and the cause
-        raise Netlist2TFError(f"transformers could not load {folder}: {type(exc).__name__}: {exc}")
-    model.eval()
+    model = load_hf_model(folder, dtype or getattr(torch, info["dtype"]))
     meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
                               for name, words in meta.get("initial_memory", {}).items()}
     return (MergedTrace(model, info["trace_token_offset"], protocol.vocab_size, prefix), protocol, netlist,
@@ -556,7 +536,14 @@ def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, inter
             else:
                 p.copy_(0.05 * torch.randn(p.shape, generator=gen))
     model.generation_config.do_sample = False
-    _write_folder(folder, model.save_pretrained)
+
+    def write(tmp):
+        from .hardware import quiet_transformers
+        with quiet_transformers():
+            model.save_pretrained(tmp)
+        (tmp / "netlist2tf.json").write_text(json.dumps({"made_by": "netlist2tf", "what": "random Qwen3.5 base",
+                                                         "recipe": BASE_RECIPE}, sort_keys=True) + "\n")
+    write_folder(folder, write)
     return folder
 
 
@@ -564,7 +551,7 @@ BASE_DEFAULTS = {"hidden_size": 256, "layers": 4, "intermediate_size": 512, "voc
 BASE_RECIPE = 1                 # bump when make_base draws its weights differently (the cache key)
 
 
-def default_base(compiled_folder, build_dir="build") -> Path:
+def default_base(compiled_folder, build_dir=None) -> Path:
     """The embedded default base for ``compiled_folder``: ``make_base`` with its shapes and
     ``BASE_DEFAULTS``, made once and cached under ``build_dir/base/`` by those settings."""
     import hashlib
@@ -577,7 +564,8 @@ def default_base(compiled_folder, build_dir="build") -> Path:
         raise Netlist2TFError(f"{compiled_folder} is not a checkpoint folder: {path} is missing or not a "
                               f"Qwen3.5 config")
     digest = hashlib.sha256(json.dumps([key, BASE_DEFAULTS, BASE_RECIPE], sort_keys=True).encode()).hexdigest()[:16]
-    folder = Path(build_dir) / "base" / digest
+    from .paths import build_dir as default_build_dir
+    folder = default_build_dir(build_dir) / "base" / digest
     if not (folder / "model.safetensors").is_file():
         make_base(folder, like, **BASE_DEFAULTS)
     return folder

@@ -34,6 +34,7 @@ from .errors import Netlist2TFError
 from .ir import CONST0, CONST1, CONSTX, Netlist
 
 IN, OUT, REG, MA, MD = "in", "out", "reg", "ma", "md"
+PROTOCOL_FORMAT = 2              # trace_protocol.json: bumped when its meaning changes
 KINDS = (IN, OUT, REG, MA, MD)
 
 
@@ -382,15 +383,67 @@ class TraceProtocol:
             pos += width
         return out
 
-    def to_json(self) -> str:
-        """The trace vocabulary for the checkpoint folder (deterministic)."""
-        doc = {"chunk_bits": self.chunk_bits, "vocab_size": self.vocab_size,
+    def to_json(self, signals: dict | None = None) -> str:
+        """The trace protocol as the checkpoint's ``trace_protocol.json`` (deterministic): everything
+        ``from_json`` needs to rebuild it (so a checkpoint's host, ``verify`` and the CPU engine read
+        the protocol from this one file), plus a readable summary. ``signals``: register state name
+        -> the design's signal name, recorded beside each register for readers."""
+        def chunk(k, c):
+            return {"chunk": c.index, "bits": list(c.names), "nets": list(c.bits),
+                    "first_token": [self._base(k, c.index, 0), self._base(k, c.index, 1)]}
+        doc = {"protocol_format": PROTOCOL_FORMAT, "chunk_bits": self.chunk_bits, "vocab_size": self.vocab_size,
                "tokens_per_cycle": self.tokens_per_cycle,
-               "kinds": {k: [{"chunk": c.index, "bits": list(c.names),
-                              "first_token": [self._base(k, c.index, 0), self._base(k, c.index, 1)]}
-                             for c in self.chunks_of(k)] for k in KINDS},
-               "write_ports": [{"memory": p.memory, "ma": list(p.ma), "md": list(p.md)} for p in self.ports],
-               "gated_reg_chunks": list(self.gated),
+               "generated_tokens_per_cycle": len(self.generated),
+               "kinds": {k: [chunk(k, c) for c in self.chunks_of(k)] for k in KINDS},
+               "input_ports": [[n, w] for n, w in self.input_ports],
+               "output_ports": [[n, list(bits)] for n, bits in self.output_ports],
+               "registers": [{"state": n, "width": w, "signal": (signals or {}).get(n, n[4:] if n.startswith("reg:") else n)}
+                             for n, w in self.register_names],
+               "write_ports": [{"memory": p.memory, "ma": list(p.ma), "md": list(p.md),
+                                "addr_width": p.addr_width, "data_width": p.data_width} for p in self.ports],
+               "gated_reg_chunks": list(self.gated), "gate_net": self.gate,
                "frame": "IN chunks (host), OUT chunks, REG chunks, then per write port MA and MD "
-                        "chunks (generated); parity per docs/COMPILER.md"}
+                        "chunks (generated); token id = first_token[parity] + value; parity per "
+                        "docs/COMPILER.md 2"}
         return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+    @staticmethod
+    def from_json(text: str, origin: str = "trace_protocol.json") -> "TraceProtocol":
+        """The protocol written by ``to_json``. Raises Netlist2TFError naming ``origin`` when the text
+        is not such a file (malformed, another format, inconsistent token numbering)."""
+        try:
+            doc = json.loads(text)
+            if doc.get("protocol_format") != PROTOCOL_FORMAT:
+                raise Netlist2TFError(f"{origin} is protocol format {doc.get('protocol_format')!r}, this "
+                                      f"netlist2tf reads {PROTOCOL_FORMAT}; recompile the checkpoint")
+            cb = int(doc["chunk_bits"])
+
+            def chunks(kind):
+                out = []
+                for j, c in enumerate(doc["kinds"][kind]):
+                    if c["chunk"] != j or len(c["nets"]) != len(c["bits"]):
+                        raise ValueError(f"chunk {j} of {kind}")
+                    out.append(Chunk(kind, j, tuple(int(n) for n in c["nets"]), tuple(str(b) for b in c["bits"])))
+                return tuple(out)
+            proto = TraceProtocol(
+                cb, chunks(IN), chunks(OUT), chunks(REG),
+                tuple((str(n), int(w)) for n, w in doc["input_ports"]),
+                tuple((str(n), tuple(int(b) for b in bits)) for n, bits in doc["output_ports"]),
+                tuple((str(r["state"]), int(r["width"])) for r in doc["registers"]),
+                chunks(MA), chunks(MD),
+                tuple(WritePort(str(p["memory"]), tuple(p["ma"]), tuple(p["md"]), int(p["addr_width"]),
+                                int(p["data_width"])) for p in doc["write_ports"]),
+                tuple(int(j) for j in doc["gated_reg_chunks"]),
+                None if doc["gate_net"] is None else int(doc["gate_net"]))
+            consistent = (proto.vocab_size == doc["vocab_size"] and proto.tokens_per_cycle == doc["tokens_per_cycle"]
+                          and all(c["first_token"] == [proto._base(k, c["chunk"], 0), proto._base(k, c["chunk"], 1)]
+                                  for k in KINDS for c in doc["kinds"][k]))
+        except Netlist2TFError:
+            raise
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            raise Netlist2TFError(f"{origin} is not a netlist2tf trace protocol ({type(exc).__name__}: {exc}); "
+                                  f"recompile the checkpoint")
+        if not consistent:
+            raise Netlist2TFError(f"{origin}: its token numbering (vocab_size, tokens_per_cycle, first_token) "
+                                  f"does not follow from its chunks; the file was edited: recompile the checkpoint")
+        return proto

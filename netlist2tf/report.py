@@ -95,10 +95,17 @@ def _plot(report: dict) -> bytes:
     return buf.getvalue()
 
 
-def write_report(report: dict, folder) -> tuple[Path, Path]:
-    """Write ``report.json`` and ``report.html`` (with the plots inlined) into ``folder``."""
+def write_report(report: dict, folder, force: bool = False) -> tuple[Path, Path]:
+    """Write ``report.json`` and ``report.html`` (with the plots inlined) as the folder ``folder``
+    (replaced atomically; a folder that is not one of ours is refused unless ``force``)."""
+    from .outputs import write_folder
+
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    write_folder(folder, lambda tmp: _write_report_files(report, tmp), force)
+    return folder / "report.json", folder / "report.html"
+
+
+def _write_report_files(report: dict, folder: Path) -> None:
     js = folder / "report.json"
     js.write_text(json.dumps(report, indent=1, sort_keys=True) + "\n")
     png = base64.b64encode(_plot(report)).decode()
@@ -123,6 +130,4 @@ logic depth {report['logic_depth']}. {t['parameters']:,} parameters ({t['nonzero
 <p>Every pre-activation is an integer: the smallest distance of any neuron from its threshold is 1 in every layer.</p>
 <h2>Critical path</h2><ol>{path}</ol></body></html>
 """
-    out = folder / "report.html"
-    out.write_text(page)
-    return js, out
+    (folder / "report.html").write_text(page)

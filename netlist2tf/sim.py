@@ -20,6 +20,7 @@ operation, signed only when both are signed, ...).
 """
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -634,9 +635,9 @@ class FileStimulus(Stimulus):
         self.path = str(path)
         self.rows = []
         try:
-            lines = open(path).read().splitlines()
-        except OSError as exc:
-            raise StimulusError(f"cannot read stimulus file {path}: {exc}")
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StimulusError(f"cannot read stimulus file {path}: {exc}; give a UTF-8 JSON-lines file")
         for lineno, line in enumerate(lines, 1):
             if not line.strip() or line.lstrip().startswith("#"):
                 continue
@@ -798,8 +799,10 @@ class Simulator:
                 raise StimulusError(f"input {name!r}: {len(vals)} values for a batch of {self.batch}")
             w = known[name].width
             for x in vals:
-                if not isinstance(x, (int, np.integer)) or isinstance(x, bool) or not -(1 << w) <= int(x) < (1 << w):
-                    raise StimulusError(f"input {name!r}: value {x!r} does not fit in {w} bits")
+                # 0 .. 2^w - 1, or a negative number in w-bit two's complement (-2^(w-1) .. -1)
+                if not isinstance(x, (int, np.integer)) or isinstance(x, bool) or not -(1 << (w - 1)) <= int(x) < (1 << w):
+                    raise StimulusError(f"input {name!r}: value {x!r} does not fit in {w} bits (give 0 .. "
+                                        f"{(1 << w) - 1}, or -{1 << (w - 1)} .. -1 in two's complement)")
 
     def _set_inputs(self, values: dict):
         if not values:

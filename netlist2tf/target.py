@@ -114,6 +114,19 @@ class Target:
         missing = [k for k in required if k not in text]
         if missing:
             raise Netlist2TFError(f"{path} lacks the Qwen3.5 key(s) {', '.join(missing)}")
+        ints = [k for k in required if k != "layer_types"] + [k for k in ("head_dim", "linear_conv_kernel_dim")
+                                                              if k in text]
+        bad = [f"{k} = {text[k]!r}" for k in ints if not isinstance(text[k], int) or isinstance(text[k], bool)
+               or text[k] <= 0]
+        if "rms_norm_eps" in text and (not isinstance(text["rms_norm_eps"], (int, float))
+                                       or isinstance(text["rms_norm_eps"], bool) or not text["rms_norm_eps"] > 0):
+            bad.append(f"rms_norm_eps = {text['rms_norm_eps']!r}")
+        if (not isinstance(text["layer_types"], list) or not text["layer_types"]
+                or not set(text["layer_types"]) <= {LINEAR, FULL}):
+            bad.append(f"layer_types = {text['layer_types']!r} (a list of {LINEAR!r} and {FULL!r})")
+        if bad:
+            raise Netlist2TFError(f"{path}: {'; '.join(bad)}: the Qwen3.5 shape fields must be positive "
+                                  f"integers (rms_norm_eps a positive number); fix the config")
         try:
             types = tuple(text["layer_types"])
             rope = text.get("rope_parameters") or text.get("rope_scaling") or {}

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from .host import run_model, single_thread
 from .ir import Port
@@ -164,9 +163,12 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
             key = _fingerprint(model, rows, generated, window)
             cache, first = _load_progress(resume, key, model, log)
     last_save = time.monotonic()
+    from .hardware import Progress
+    bar = Progress(n - 1 - first, "position", "teacher-forced check") if n >= 8 * window else None
     with single_thread(threads), torch.no_grad():
-        for start in tqdm(range(first, n - 1, window), desc="windows", unit="window", file=sys.stderr,
-                          disable=not sys.stderr.isatty() or n < 8 * window):
+        for start in range(first, n - 1, window):
+            if bar is not None and start > first:
+                bar.update(window)
             if resume is not None and start > first and time.monotonic() - last_save >= save_every:
                 key = key or _fingerprint(model, rows, generated, window)
                 _save_progress(resume, key, start, n, cache)
@@ -186,6 +188,8 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
                     resume.unlink(missing_ok=True)
                 return _token_divergence(protocol, frames[row], pos, row, int(pred[row, col]),
                                          rows[row][pos]), pos
+    if bar is not None:
+        bar.close()
     if resume is not None:
         resume.unlink(missing_ok=True)
     return None, sum(sum(g) for g in generated)

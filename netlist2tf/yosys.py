@@ -108,6 +108,21 @@ def flow_script(flow: str, top: str | None) -> tuple[str, ...]:
     return tuple(cmd.format(top=top_opt) for cmd in FLOWS[flow])
 
 
+def _warnings(log: str, limit: int = 12) -> list[str]:
+    """The log's warning lines, each with the indented lines that follow it (the cells, wires and
+    source locations it names), at most ``limit`` lines in all."""
+    out, inside = [], False
+    for line in log.splitlines():
+        if line.startswith("Warning:"):
+            inside = True
+            out.append(line.strip())
+        elif inside and line.startswith((" ", "\t")) and line.strip():
+            out.append("  " + line.strip())
+        else:
+            inside = False
+    return out[:limit] + ([f"  ... ({len(out) - limit} more lines in Yosys's log)"] if len(out) > limit else [])
+
+
 def run_yosys(read_commands: list[str], inputs: dict[str, str], commands: tuple[str, ...],
               timeout: float = 600.0, display_names: dict[str, str] | None = None) -> str:
     """Run Yosys on ``inputs`` (file name -> text) and return the JSON netlist it writes.
@@ -137,7 +152,9 @@ def run_yosys(read_commands: list[str], inputs: dict[str, str], commands: tuple[
             log = (tmpdir / "yosys.log").read_text() if (tmpdir / "yosys.log").exists() else ""
             errors = [ln.strip() for ln in (proc.stderr + "\n" + log).splitlines() if "ERROR" in ln]
             if errors:
-                detail = "\n".join(dict.fromkeys(errors))
+                # Yosys's warnings name the culprits (the cells and source lines of a logic loop, an
+                # undriven wire) that a bare "Found N problems in 'check -assert'" does not
+                detail = "\n".join(dict.fromkeys(_warnings(log) + errors))
             else:
                 detail = "\n".join(log.splitlines()[-15:]) or proc.stderr.strip() or "(no output)"
             for tmp_name, shown in (display_names or {}).items():

@@ -101,7 +101,8 @@ def test_emit_is_byte_identical(tmp_path, build_dir):
         folders.append(emit_checkpoint(compiled, result.json_text, tmp_path / name))
     files = sorted(p.name for p in folders[0].iterdir())
     assert files == ["compile.json", "config.json", "generation_config.json", "model.safetensors",
-                     "netlist.json", "trace_protocol.json"]
+                     "netlist.json", "prompt.txt", "tokenizer.json", "tokenizer_config.json",
+                     "trace_protocol.json"]
     for name in files:
         assert (folders[0] / name).read_bytes() == (folders[1] / name).read_bytes(), name
 
@@ -161,7 +162,7 @@ def test_cli_compile_and_verify(tmp_path, capsys, build_dir):
     assert cli.main(["verify", str(out), "--resume", str(progress)]) == 2
     assert "add --teacher-forced" in capsys.readouterr().err
     assert cli.main(["verify", str(tmp_path / "missing")]) == 2
-    assert "is not a netlist2tf checkpoint: config.json is missing" in capsys.readouterr().err
+    assert "missing: no such checkpoint folder" in capsys.readouterr().err
 
 
 def _qwen_like(tmp_path, hidden, intermediate):

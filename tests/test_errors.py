@@ -90,14 +90,18 @@ def test_yosys_error_names_the_file(build_dir):
 
 @pytest.mark.parametrize("text, message", [
     ('{"modules": {"top": {"ports": ', "is not valid JSON: Expecting value at line 1 column 31"),
-    ('[1, 2]', 'no "modules" object at the top level'),
+    ('[1, 2]', "is not a Yosys JSON netlist: (top level): [1, 2] is not of type 'object'"),
+    ('{"cells": {}}', "(top level): 'modules' is a required property"),
     ('{"modules": {}}', "no modules in the netlist"),
     ('{"modules": {"a": {}, "b": {}}}', "2 modules and no unique top (a, b)"),
     ('{"modules": {"top": {"ports": {"a": {"direction": "input", "bits": ["q"]}}}}}',
-     "port a: bad constant bit 'q'"),
-    ('{"modules": {"top": {"cells": {"c": {"type": "$and"}}}}}', "cell c: needs a type and connections"),
+     "modules/top/ports/a/bits/0: bad bit 'q' (a bit is a net number or"),
+    ('{"modules": {"top": {"cells": {"c": {"type": "$and"}}}}}',
+     "modules/top/cells/c: 'connections' is a required property"),
     ('{"modules": {"top": {"cells": {"c": {"type": "$and", "connections": {"A": [2.5]}}}}}}',
-     "cell c port A: bad bit reference 2.5"),
+     "modules/top/cells/c/connections/A/0: bad bit 2.5"),
+    ('{"modules": {"top": {"cells": {"c": {"type": "$and", "parameters": {"A_WIDTH": "wide"}, '
+     '"connections": {}}}}}}', "modules/top/cells/c/parameters/A_WIDTH: 'wide' is not a number"),
 ])
 def test_malformed_json(tmp_path, text, message):
     path = tmp_path / "netlist.json"

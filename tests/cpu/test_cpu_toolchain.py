@@ -29,7 +29,7 @@ def test_cache_hit_runs_no_compiler_and_same_file(monkeypatch):
     again = compile_c(HELLO.path)
     assert not [c for c in calls if str(HELLO.path) in " ".join(map(str, c))]     # no compile, no link
     assert again == first and again.stat().st_mtime_ns == mtime
-    assert first.parent == toolchain.DEFAULT_CACHE_DIR
+    assert first.parent == toolchain.build_dir() / "cpu"          # one cache, whatever the cwd
 
 
 def test_out_elf_copy_and_key_changes(tmp_path):

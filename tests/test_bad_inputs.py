@@ -1,0 +1,405 @@
+"""Every CLI on every bad input a person can type: exit status 2, ONE line on stderr that names the
+culprit (and says what to do), no traceback, and nothing that was there before changed.
+
+Each case is a row of ``CASES``: which CLI, its arguments (``{tmp}``: this case's folder, ``{ckpt}``:
+a good FIFO checkpoint compiled once, ``{build}``: the session's build folder), an optional setup
+that makes the bad input, and a piece of text the message must contain (the culprit). After every
+case the good checkpoint, the build folder's synthesis cache and a user's folder are byte for byte
+what they were (``_snapshot``), and ``after`` checks what a case left where it wrote.
+"""
+
+import hashlib
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cpu import cli as cpu_cli
+from netlist2tf import cli
+
+DESIGNS = Path(__file__).parent / "designs"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Case:
+    id: str
+    argv: list
+    culprit: str                 # text the one-line message must contain
+    setup: object = None         # setup(tmp, env) -> None: make the bad input under tmp
+    prog: str = "netlist2tf"
+    after: object = None         # after(tmp) -> None: asserts on what is left under tmp
+    lines: int = 1               # lines the message may take (a list of problems takes more)
+
+
+def _write(name, text, binary=False):
+    def setup(tmp, env):
+        p = tmp / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        (p.write_bytes if binary else p.write_text)(text)
+    return setup
+
+
+def _user_folder(tmp, env):
+    (tmp / "mine").mkdir()
+    (tmp / "mine" / "thesis.tex").write_text("three years of work\n")
+
+
+def _user_file(tmp, env):
+    (tmp / "notes.txt").write_text("my notes\n")
+
+
+def _keeps_user_folder(tmp):
+    assert (tmp / "mine" / "thesis.tex").read_text() == "three years of work\n"
+    assert sorted(p.name for p in (tmp / "mine").iterdir()) == ["thesis.tex"]
+
+
+def _keeps_user_file(tmp):
+    assert (tmp / "notes.txt").read_text() == "my notes\n"
+
+
+def _netlist_edit(edit):
+    """A copy of the counter's Yosys JSON with ``edit(module)`` applied, as tmp/bad.json."""
+    def setup(tmp, env):
+        doc = json.loads(Path(env["counter_json"]).read_text())
+        edit(doc["modules"]["top"])
+        (tmp / "bad.json").write_text(json.dumps(doc))
+    return setup
+
+
+def _first_cell(module, type_):
+    return next(c for c in module["cells"].values() if c["type"] == type_)
+
+
+def _ckpt_copy(edit):
+    """A copy of the good checkpoint as tmp/ck, then ``edit(folder)``."""
+    def setup(tmp, env):
+        shutil.copytree(env["ckpt"], tmp / "ck")
+        edit(tmp / "ck")
+    return setup
+
+
+def _edit_json(name, change):
+    def edit(folder):
+        doc = json.loads((folder / name).read_text())
+        change(doc)
+        (folder / name).write_text(json.dumps(doc))
+    return edit
+
+
+def _flip_byte(folder):
+    p = folder / "model.safetensors"
+    data = bytearray(p.read_bytes())
+    data[-3] ^= 0x40                     # a weight's bits, not the header
+    p.write_bytes(bytes(data))
+
+
+CASES = [
+    # 1. data loss: outputs never replace what the user made
+    Case("compile-out-user-folder", ["compile", "hdl.examples.counter:Counter", "--layers", "4", "--out", "{tmp}/mine"],
+         "holds files netlist2tf did not write", _user_folder, after=_keeps_user_folder),
+    Case("compile-out-is-a-file", ["compile", "hdl.examples.counter:Counter", "--out", "{tmp}/notes.txt"],
+         "is a file, not a folder", _user_file, after=_keeps_user_file),
+    Case("report-out-user-folder", ["report", "hdl.examples.counter:Counter", "--layers", "4", "--out", "{tmp}/mine"],
+         "holds files netlist2tf did not write", _user_folder, after=_keeps_user_folder),
+    Case("merge-out-user-folder", ["merge", "{ckpt}", "--out", "{tmp}/mine"],
+         "holds files netlist2tf did not write", _user_folder, after=_keeps_user_folder),
+    Case("synth-o-user-file", ["synth", "hdl.examples.counter:Counter", "-o", "{tmp}/notes.txt"],
+         "a file is there that netlist2tf did not write", _user_file, after=_keeps_user_file),
+    Case("sim-vcd-user-file", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--vcd", "{tmp}/notes.txt"],
+         "--vcd", _user_file, after=_keeps_user_file),
+    Case("sim-outputs-user-file", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--outputs",
+                                   "{tmp}/notes.txt"], "--outputs", _user_file, after=_keeps_user_file),
+    Case("cpu-trace-user-file", ["run", "{tmp}/x.c", "--trace", "{tmp}/notes.txt"], "--trace",
+         lambda tmp, env: (_user_file(tmp, env), _write("x.c", "int main(void){return 0;}\n")(tmp, env)),
+         prog="cpu", after=_keeps_user_file),
+    Case("verify-resume-user-file", ["verify", "{ckpt}", "--teacher-forced", "--resume", "{tmp}/notes.txt"],
+         "--resume", _user_file, after=_keeps_user_file),
+    # 2. unwritable paths, numbers out of range: one line, before any slow work
+    Case("compile-out-under-proc", ["compile", "hdl.examples.counter:Counter", "--out", "/proc/netlist2tf/ck"], "/proc"),
+    Case("compile-out-under-a-file", ["compile", "hdl.examples.counter:Counter", "--out", "{tmp}/notes.txt/ck"],
+         "is a file, not a folder", _user_file, after=_keeps_user_file),
+    Case("sim-vcd-under-proc", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--vcd", "/proc/x/w.vcd"], "/proc"),
+    Case("sim-vcd-is-a-folder", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--vcd", "{tmp}"], "is a folder"),
+    Case("sim-outputs-under-proc", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--outputs",
+                                    "/proc/x/o.jsonl"], "/proc"),
+    Case("synth-o-under-proc", ["synth", "hdl.examples.counter:Counter", "-o", "/proc/x/n.json"], "/proc"),
+    Case("cpu-trace-under-proc", ["run", "{tmp}/x.c", "--trace", "/proc/x/t.txt"], "/proc",
+         _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
+    Case("build-dir-is-a-file", ["synth", "hdl.examples.counter:Counter", "--build-dir", "{tmp}/notes.txt"],
+         "is a file, not a folder", _user_file, after=_keeps_user_file),
+    Case("build-dir-under-proc", ["synth", "hdl.examples.counter:Counter", "--build-dir", "/proc/netlist2tf"], "/proc"),
+    Case("non-utf8-verilog", ["synth", "{tmp}/latin1.v"], "is not UTF-8 text",
+         _write("latin1.v", "// caf\xe9\nmodule top(input a, output y); assign y = a; endmodule\n".encode("latin-1"),
+                binary=True)),
+    Case("netlist-cell-missing-connection",
+         ["sim", "{tmp}/bad.json", "--cycles", "3"], "has no connection for its port B",
+         _netlist_edit(lambda m: _first_cell(m, "$add")["connections"].pop("B"))),
+    Case("sim-seed-negative", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--seed", "-1"], "--seed"),
+    Case("chunk-bits-0", ["compile", "hdl.examples.counter:Counter", "--chunk-bits", "0"], "--chunk-bits"),
+    Case("chunk-bits-40", ["compile", "hdl.examples.counter:Counter", "--chunk-bits", "40"], "--chunk-bits"),
+    # 3. accepted silently before
+    Case("netlist-width-disagrees", ["sim", "{tmp}/bad.json", "--cycles", "3"], "Y_WIDTH is 31 but port Y has 9 bits",
+         _netlist_edit(lambda m: _first_cell(m, "$add")["parameters"].update(Y_WIDTH="11111"))),
+    Case("netlist-param-not-binary", ["sim", "{tmp}/bad.json", "--cycles", "3"], "A_WIDTH",
+         _netlist_edit(lambda m: _first_cell(m, "$add")["parameters"].update(A_WIDTH="banana"))),
+    Case("netlist-mux-width", ["sim", "{tmp}/bad.json", "--cycles", "3"], "WIDTH is 3",
+         _netlist_edit(lambda m: _first_cell(m, "$mux")["parameters"].update(WIDTH="11"))),
+    Case("netlist-modules-a-list", ["sim", "{tmp}/bad.json", "--cycles", "3"], "modules",
+         _write("bad.json", '{"modules": []}')),
+    Case("stimulus-below-range", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--stimulus", "{tmp}/s.jsonl"],
+         "value -256 does not fit in 8 bits", _write("s.jsonl", '{"load_value": -256}\n')),
+    Case("stimulus-not-utf8", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--stimulus", "{tmp}/s.jsonl"],
+         "s.jsonl", _write("s.jsonl", b'{"en": 1}\n\xff\xfe\n', binary=True)),
+    Case("verify-window-0", ["verify", "{ckpt}", "--teacher-forced", "--window", "0"], "--window"),
+    # 4. the checkpoint's files must agree
+    Case("verify-protocol-deleted", ["verify", "{tmp}/ck", "--cycles", "2"], "trace_protocol.json is missing",
+         _ckpt_copy(lambda f: (f / "trace_protocol.json").unlink())),
+    Case("verify-protocol-tampered", ["verify", "{tmp}/ck", "--cycles", "2"], "trace_protocol.json changed",
+         _ckpt_copy(_edit_json("trace_protocol.json", lambda d: d["kinds"]["out"].reverse()))),
+    Case("verify-config-hidden-edited", ["verify", "{tmp}/ck", "--cycles", "2"], "config.json changed",
+         _ckpt_copy(_edit_json("config.json", lambda d: d.update(hidden_size=d["hidden_size"] + 8)))),
+    Case("verify-weights-changed", ["verify", "{tmp}/ck", "--cycles", "2"], "model.safetensors changed",
+         _ckpt_copy(_flip_byte)),
+    Case("verify-compile-json-garbled", ["verify", "{tmp}/ck", "--cycles", "2"], "compile.json is not JSON",
+         _ckpt_copy(lambda f: (f / "compile.json").write_text("{oops"))),
+    Case("verify-not-a-checkpoint", ["verify", "{tmp}/mine", "--cycles", "2"], "is not a netlist2tf checkpoint",
+         _user_folder, after=_keeps_user_folder),
+    Case("verify-no-such-folder", ["verify", "{tmp}/nothing"], "no such checkpoint folder"),
+    Case("merge-no-such-checkpoint", ["merge", "{tmp}/nothing"], "no such checkpoint folder"),
+    Case("merge-no-such-base", ["merge", "{ckpt}", "--base", "{tmp}/nothing", "--out", "{tmp}/m"], "--base"),
+    Case("merge-netlist-record-changed", ["merge", "{tmp}/ck", "--out", "{tmp}/m"], "netlist.json changed",
+         _ckpt_copy(_edit_json("compile.json", lambda d: d["sha256"].update({"netlist.json": "0" * 64})))),
+    # 9. messages that name the right thing
+    Case("compile-a-json-netlist", ["compile", "{counter_json}"], "is a netlist JSON"),
+    Case("cpu-O-banana", ["run", "{tmp}/x.c", "-O", "banana"], "unknown optimization level 'banana'",
+         _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
+    Case("cpu-run-a-folder", ["run", "{tmp}"], "is a folder", prog="cpu"),
+    Case("cpu-run-cpp", ["run", "{tmp}/x.cpp"], ".cpp files are not accepted",
+         _write("x.cpp", "int main() { return 0; }\n"), prog="cpu"),
+    Case("verilog-logic-loop", ["synth", "{tmp}/loop.v"], "found logic loop",
+         _write("loop.v", "module top(input a, output y);\n  wire b, c;\n  assign b = a ^ c;\n  assign c = ~b;\n"
+                          "  assign y = c;\nendmodule\n"), lines=8),
+    Case("target-non-numeric", ["compile", "hdl.examples.counter:Counter", "--target", "{tmp}/config.json"],
+         "hidden_size = 'big'", _write("config.json", json.dumps({
+             "model_type": "qwen3_5_text", "hidden_size": "big", "intermediate_size": 64,
+             "layer_types": ["linear_attention", "full_attention"], "linear_num_key_heads": 2,
+             "linear_num_value_heads": 4, "linear_key_head_dim": 64, "linear_value_head_dim": 32,
+             "num_attention_heads": 2, "num_key_value_heads": 1}))),
+    Case("too-few-layers", ["compile", "hdl.examples.fifo:FIFO", "--layers", "3", "--out", "{tmp}/ck"],
+         "does not fit the target of 3 layers", lines=12),
+    # more of our own
+    Case("layers-0", ["compile", "hdl.examples.counter:Counter", "--layers", "0"], "--layers"),
+    Case("sim-cycles-negative", ["sim", "hdl.examples.counter:Counter", "--cycles", "-5"], "--cycles"),
+    Case("sim-batch-0", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--batch", "0"], "--batch"),
+    Case("sim-vcd-instance-outside-batch", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--batch", "2",
+                                            "--vcd-instance", "5", "--vcd", "{tmp}/w.vcd"], "--vcd-instance 5"),
+    Case("sim-cycles-not-a-number", ["sim", "hdl.examples.counter:Counter", "--cycles", "ten"], "not an integer: 'ten'"),
+    Case("sim-no-such-netlist", ["sim", "{tmp}/nothing.json", "--cycles", "3"], "nothing.json"),
+    Case("sim-netlist-not-json", ["sim", "{tmp}/bad.json", "--cycles", "3"], "is not valid JSON",
+         _write("bad.json", "{ not json")),
+    Case("sim-json-with-flow", ["sim", "{counter_json}", "--cycles", "3", "--flow", "gate"], "is a netlist already"),
+    Case("stimulus-unknown-port", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--stimulus",
+                                   "{tmp}/s.jsonl"], "unknown input 'enable'", _write("s.jsonl", '{"enable": 1}\n')),
+    Case("stimulus-no-such-file", ["sim", "hdl.examples.counter:Counter", "--cycles", "3", "--stimulus",
+                                   "{tmp}/none.jsonl"], "none.jsonl"),
+    Case("synth-no-such-module", ["synth", "no.such.module:X"], "no module named 'no.such.module'"),
+    Case("synth-bad-flow", ["synth", "hdl.examples.counter:Counter", "--flow", "fast"], "--flow"),
+    Case("compile-no-such-target", ["compile", "hdl.examples.counter:Counter", "--target", "{tmp}/none.json"], "none.json"),
+    Case("compile-gated-malformed", ["compile", "hdl.examples.counter:Counter", "--gated", "justaname"], "--gated"),
+    Case("compile-keep-unknown-output", ["compile", "hdl.examples.counter:Counter", "--layers", "4", "--keep-outputs",
+                                         "nothing", "--out", "{tmp}/ck"], "nothing"),
+    Case("verify-resume-without-tf", ["verify", "{ckpt}", "--resume", "{tmp}/p.pt"], "--resume"),
+    Case("verify-text-prefix-unmerged", ["verify", "{ckpt}", "--text-prefix", "3"], "is not a merged checkpoint"),
+    Case("cpu-no-such-program", ["run", "{tmp}/none.c"], "no such file", prog="cpu"),
+    Case("cpu-unknown-engine", ["run", "{tmp}/x.c", "--engine", "quantum"], "unknown engine 'quantum'",
+         _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
+    Case("cpu-threads-0", ["run", "{tmp}/x.c", "--engine", "model", "--threads", "0"], "--threads",
+         _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
+    Case("cpu-ram-size-odd", ["run", "{tmp}/x.c", "--ram-size", "5"], "RAM size",
+         _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
+    Case("cpu-not-an-elf", ["run", "{tmp}/x.elf"], "x.elf", _write("x.elf", b"MZ\x90\x00garbage", binary=True), prog="cpu"),
+    Case("cpu-compile-error", ["run", "{tmp}/x.c"], "x.c", _write("x.c", "int main(void){ return nope; }\n"), prog="cpu",
+         lines=12),
+    Case("cpu-model-option-on-unicorn", ["run", "{tmp}/x.c", "--dtype", "float32"], "options of --engine model",
+         _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
+    Case("cpu-checkpoint-not-a-folder", ["run", "{tmp}/x.c", "--engine", "model", "--checkpoint", "{tmp}/none"],
+         "--checkpoint", _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
+    Case("cpu-check-unknown-program", ["check", "nosuchprogram"], "nosuchprogram", prog="cpu"),
+    Case("cpu-max-steps-negative", ["run", "{tmp}/x.c", "--max-steps", "-3"], "--max-steps",
+         _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
+]
+
+
+def _snapshot(*roots) -> dict:
+    out = {}
+    for root in roots:
+        for p in sorted(Path(root).rglob("*")):
+            if p.is_file():
+                out[str(p)] = hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, build_dir):
+    from netlist2tf.assemble import assemble
+    from netlist2tf.emit import emit_checkpoint
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.ir import parse_netlist
+
+    root = tmp_path_factory.mktemp("bad-inputs")
+    result = synthesize("hdl.examples.fifo:FIFO", "macro", build_dir)
+    ckpt = emit_checkpoint(assemble(parse_netlist(result.json_text), layers=8), result.json_text, root / "fifo")
+    counter = synthesize("hdl.examples.counter:Counter", "word", build_dir)
+    (root / "counter.json").write_text(counter.json_text)
+    keep = root / "keep"
+    keep.mkdir()
+    (keep / "results.csv").write_text("a,b\n1,2\n")
+    return {"ckpt": str(ckpt), "counter_json": str(root / "counter.json"), "build": str(build_dir),
+            "keep": str(keep)}
+
+
+def _run(prog, argv, capsys):
+    main = cli.main if prog == "netlist2tf" else cpu_cli.main
+    try:
+        rc = main(argv)
+    except SystemExit as exc:        # argparse
+        rc = exc.code
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input(case, env, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("NETLIST2TF_BUILD_DIR", env["build"])
+    if case.setup:
+        case.setup(tmp_path, env)
+    before = _snapshot(env["ckpt"], Path(env["build"]) / "synth", env["keep"])
+    argv = [a.format(tmp=tmp_path, **env) for a in case.argv]
+    if case.prog == "netlist2tf" and argv[0] in ("synth", "sim", "compile", "report") and "--build-dir" not in argv:
+        argv += ["--build-dir", env["build"]]
+    rc, err = _run(case.prog, argv, capsys)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 2, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert lines and lines[0].startswith(f"{case.prog}"), err
+    assert ": error: " in lines[0], err
+    assert case.culprit in err, err
+    assert len(lines) <= case.lines, err
+    after = _snapshot(env["ckpt"], Path(env["build"]) / "synth", env["keep"])
+    assert {k: after.get(k) for k in before} == before, "a file that was there before changed"
+    if case.after:
+        case.after(tmp_path)
+    assert not list(tmp_path.glob(".*.new")), "a half-written folder was left behind"
+
+
+def test_at_least_the_issue_cases_and_twenty_more():
+    assert len(CASES) >= 60
+
+
+def test_force_replaces_a_user_folder_only_when_asked(tmp_path, build_dir, capsys):
+    _user_folder(tmp_path, {})
+    argv = ["compile", "hdl.examples.counter:Counter", "--layers", "4", "--out", str(tmp_path / "mine"),
+            "--build-dir", str(build_dir)]
+    assert cli.main(argv) == 2
+    _keeps_user_folder(tmp_path)
+    assert cli.main(argv + ["--force"]) == 0
+    assert (tmp_path / "mine" / "compile.json").is_file() and not (tmp_path / "mine" / "thesis.tex").exists()
+    # a checkpoint of ours is replaced without --force, and the replacement is byte-identical
+    first = _snapshot(tmp_path / "mine")
+    assert cli.main(argv) == 0
+    assert _snapshot(tmp_path / "mine") == first
+
+
+def test_checkpoints_are_shareable(tmp_path, build_dir):
+    import os
+    import stat
+
+    assert cli.main(["compile", "hdl.examples.counter:Counter", "--layers", "4", "--out", str(tmp_path / "ck"),
+                     "--build-dir", str(build_dir)]) == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "ck").stat().st_mode) == 0o777 & ~mask
+    for f in (tmp_path / "ck").iterdir():
+        assert stat.S_IMODE(f.stat().st_mode) == 0o666 & ~mask, f
+
+
+def test_a_damaged_synth_cache_entry_is_rebuilt(tmp_path, capsys):
+    from netlist2tf.frontend import synthesize
+
+    first = synthesize("hdl.examples.counter:Counter", "word", tmp_path)
+    first.json_path.write_text('{"modules": {"top": ')          # torn by a full disk
+    again = synthesize("hdl.examples.counter:Counter", "word", tmp_path)
+    assert "damaged" in capsys.readouterr().err
+    assert not again.cache_hit and again.json_text == first.json_text
+    assert synthesize("hdl.examples.counter:Counter", "word", tmp_path).cache_hit
+
+
+def test_the_build_folder_does_not_depend_on_the_current_directory(tmp_path, monkeypatch):
+    from netlist2tf.paths import ENV, build_dir
+
+    monkeypatch.delenv(ENV, raising=False)
+    here = build_dir()
+    monkeypatch.chdir(tmp_path)
+    assert build_dir() == here == ROOT / "build"
+    monkeypatch.setenv(ENV, str(tmp_path / "elsewhere"))
+    assert build_dir() == tmp_path / "elsewhere"
+
+
+def test_the_cpu_cache_key_covers_every_module_the_compiler_imports():
+    """The key is the import closure of the compiler (read from the sources), so sim.py (whose cell
+    tables make the truth tables) is in it, and so is every module those import."""
+    from cpu.model_engine import compiler_modules
+
+    names = {p.relative_to(ROOT).as_posix() for p in compiler_modules()}
+    for needed in ("netlist2tf/sim.py", "netlist2tf/assemble.py", "netlist2tf/lower.py", "netlist2tf/emit.py",
+                   "netlist2tf/protocol.py", "netlist2tf/gadgets/deltanet_memory.py", "netlist2tf/macros.py",
+                   "netlist2tf/hf.py"):
+        assert needed in names
+    assert "netlist2tf/cli.py" not in names and "netlist2tf/verify.py" not in names
+
+
+def test_interrupted_compile_leaves_the_previous_checkpoint(tmp_path, build_dir):
+    """SIGINT sent while a compile writes its folder: exit 130 with one line, no traceback, the
+    previous checkpoint whole (byte for byte), no half-written folder; the next run is byte-identical
+    to an uninterrupted one."""
+    out = tmp_path / "ck"
+    base = [sys.executable, "-m", "netlist2tf.cli", "compile", "hdl.examples.fifo:FIFO", "--out", str(out),
+            "--build-dir", str(build_dir)]
+    subprocess.run(base + ["--layers", "8"], check=True, capture_output=True, cwd=ROOT)
+    old = _snapshot(out)
+    hits = 0
+    for attempt in range(12):
+        proc = subprocess.Popen(base + ["--layers", "9"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+        t0 = time.monotonic()
+        # wait until the new folder is being written beside the old one, then interrupt
+        while proc.poll() is None and not list(tmp_path.glob(".ck.*.new")) and time.monotonic() - t0 < 60:
+            time.sleep(0.0005)
+        mid_write = proc.poll() is None and bool(list(tmp_path.glob(".ck.*.new")))
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        if proc.returncode == 0:          # it had finished: start again from the old checkpoint
+            subprocess.run(base + ["--layers", "8"], check=True, capture_output=True, cwd=ROOT)
+            continue
+        assert proc.returncode == 130, err
+        assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("netlist2tf: interrupted"), err
+        now = _snapshot(out)
+        assert now == old or not mid_write, "the previous checkpoint changed"
+        assert not list(tmp_path.glob(".ck.*")), "a half-written folder was left behind"
+        if now != old:                    # the signal came after the swap: a whole new checkpoint
+            subprocess.run(base + ["--layers", "8"], check=True, capture_output=True, cwd=ROOT)
+        hits += mid_write
+        if hits >= 2:
+            break
+    assert hits >= 1, "no interruption landed while the folder was written"
+    subprocess.run(base + ["--layers", "9"], check=True, capture_output=True, cwd=ROOT)
+    fresh = tmp_path / "fresh"
+    subprocess.run(base[:-4] + ["--out", str(fresh), "--build-dir", str(build_dir), "--layers", "9"], check=True,
+                   capture_output=True, cwd=ROOT)
+    assert {Path(k).name: v for k, v in _snapshot(out).items()} == \
+           {Path(k).name: v for k, v in _snapshot(fresh).items()}
