@@ -58,11 +58,7 @@ def _run_model(image, ram_size, max_steps, trace, dtype=None, batch=1, prefill=T
     import torch
 
     from .model_engine import check_model_batch, run_model_batch, run_model_speculative
-    from netlist2tf.hardware import where_it_runs
-
-    name, why = model_dtype(dtype)
-    print(f"cpu: {where_it_runs('cpu', name, why, threads or 1)}", file=sys.stderr)
-    images, dtype = [image] * batch, getattr(torch, name)
+    images, dtype = [image] * batch, getattr(torch, model_dtype(dtype)[0])
     from netlist2tf.paths import build_dir
     progress = build_dir() / "teacher-forced"
     if decoding == "teacher-forced":
@@ -163,7 +159,11 @@ def _configured_engine(args):
     if args.engine == "model":
         import functools
         decoding = "teacher-forced" if args.teacher_forced else "plain" if plain else "speculative"
-        engine = functools.partial(engine, dtype=args.dtype, batch=batch or 1,
+        from netlist2tf.hardware import where_it_runs
+
+        name, why = model_dtype(args.dtype)
+        print(f"cpu: {where_it_runs('cpu', name, why, 1 if plain else args.threads or 1)}", file=sys.stderr)
+        engine = functools.partial(engine, dtype=name, batch=batch or 1,
                                    prefill=not token_by_token, decoding=decoding, threads=args.threads,
                                    checkpoint=args.checkpoint)
     return engine

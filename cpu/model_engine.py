@@ -119,6 +119,9 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None) -
     from netlist2tf.ir import parse_netlist
     from netlist2tf.report import build_report, write_report
 
+    from netlist2tf.hardware import drop_kernel_notes
+
+    drop_kernel_notes()
     log = log or (lambda msg: print(msg, file=sys.stderr))
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     settings = {"design": core_design(ram_size), "flow": FLOW, "layers": LAYERS,

@@ -26,7 +26,7 @@ from .protocol import TraceProtocol
 
 FORMAT = 3
 # the files whose sha256 compile.json records: a checkpoint whose weights, config, protocol or netlist
-# were changed after compiling is refused on load (they must agree; docs/COMPILER.md 6)
+# were changed after compiling is refused on load (they must agree; docs/COMPILER.md 7)
 SEALED = ("config.json", "model.safetensors", "trace_protocol.json", "netlist.json")
 
 

@@ -403,3 +403,35 @@ def test_interrupted_compile_leaves_the_previous_checkpoint(tmp_path, build_dir)
                    capture_output=True, cwd=ROOT)
     assert {Path(k).name: v for k, v in _snapshot(out).items()} == \
            {Path(k).name: v for k, v in _snapshot(fresh).items()}
+
+
+def _actions(parser, prefix=""):
+    import argparse
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _actions(sub, f"{prefix}{name} ")
+        elif action.option_strings:
+            yield prefix, action, parser
+
+
+@pytest.mark.parametrize("prog", ["netlist2tf", "cpu"])
+def test_help_shows_every_default_and_version(prog, capsys):
+    """Every option whose default is a value says it in --help; --version prints the package's."""
+    import argparse
+
+    parser = (cli if prog == "netlist2tf" else cpu_cli).build_parser()
+    missing = []
+    for where, action, sub in _actions(parser):
+        if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
+            continue
+        text = sub.formatter_class(prog="x")._get_help_string(action) % {"default": action.default} \
+            if action.help else ""
+        if "default" not in text.lower():
+            missing.append(f"{where}{action.option_strings[0]}")
+    assert not missing, missing
+    with pytest.raises(SystemExit) as exc:
+        parser.parse_args(["--version"])
+    assert exc.value.code == 0
+    from importlib.metadata import version
+    assert capsys.readouterr().out.strip() == f"{prog} {version('netlist2tf')}"

@@ -328,3 +328,32 @@ def test_tokenizer_files_are_byte_identical(tmp_path, checkpoint):
     config = json.loads(files[0][1])
     assert config["tokenizer_class"] == "PreTrainedTokenizerFast" and config["eos_token"] is None
     assert len(json.loads(files[0][0])["model"]["vocab"]) == compiled.protocol.vocab_size
+
+
+def test_the_readme_example_runs_as_written(tmp_path, build_dir, capsys):
+    """The README's "Using a compiled checkpoint with transformers alone" block, executed as it is
+    (only its folder replaced by a fresh compile of the counter): it prints three frames whose counts
+    and next counts are the simulator's."""
+    from pathlib import Path
+
+    from netlist2tf import cli
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Using a compiled checkpoint with transformers alone", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    folder = tmp_path / "counter-model"
+    assert cli.main(["compile", "hdl.examples.counter:Counter", "--layers", "4", "--out", str(folder),
+                     "--build-dir", str(build_dir)]) == 0
+    assert 'folder = "build/counter-model"' in code
+    capsys.readouterr()
+    exec(compile(code.replace('folder = "build/counter-model"', f'folder = "{folder}"'), "README.md", "exec"), {})
+    printed = capsys.readouterr().out.split("\n")[:3]
+    netlist = parse_netlist(synthesize(COUNTER[0], "macro", build_dir).json_text)
+    want = list(_simulate(netlist, {}, [dict(en=1)] * 3))
+    for cycle, (line, (outs, regs)) in enumerate(zip(printed, want)):
+        values = {}
+        for name in line.split():
+            kind, label, value, parity = parse(name)
+            unpack(label, value, values.setdefault(kind, {}))
+        assert values["out"] == outs and values["reg"] == regs, (cycle, line)
+    assert [v[0]["count"] for v in want] == [0, 1, 2]

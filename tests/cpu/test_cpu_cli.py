@@ -146,10 +146,11 @@ def test_model_options(monkeypatch, capsysbinary, tmp_path):
     assert b"(batch 2, bfloat16, plain generation, token by token)" in err
     assert b"layer report build/cpu-model/x/report/report.html" in err
     assert cli.main(["run", str(hi), "--engine", "model"]) == 10
-    assert calls[-1] == (16384, "bfloat16", 1, True, "speculative", None)
+    default = cli.model_dtype(None)[0]             # what this machine runs fastest (netlist2tf.hardware)
+    assert calls[-1] == (16384, default, 1, True, "speculative", None)
     assert b"speculative decoding: every token drafted" in capsysbinary.readouterr().err
     assert cli.main(["run", str(hi), "--engine", "model", "--plain"]) == 10
-    assert calls[-1] == (16384, "bfloat16", 1, True, "plain", None)
+    assert calls[-1] == (16384, default, 1, True, "plain", None)
     assert b"plain generation, prompt prefilled" in capsysbinary.readouterr().err
     assert cli.main(["run", str(hi), "--engine", "model", "--teacher-forced", "--threads", "2",
                      "--dtype", "float32"]) == 10
@@ -161,29 +162,37 @@ def test_model_options(monkeypatch, capsysbinary, tmp_path):
     for argv, message in ((["--plain", "--teacher-forced"], b"cannot be combined with --plain"),
                           (["--plain", "--threads", "2"], b"plain generation runs on one thread"),
                           (["--token-by-token", "--threads", "2"], b"plain generation runs on one thread"),
-                          (["--threads", "0"], b"at least 1"),
                           (["--checkpoint", str(tmp_path / "nowhere")], b"no such folder")):
         assert cli.main(["run", str(hi), "--engine", "model", *argv]) == 2
         assert message in capsysbinary.readouterr().err
     assert len(calls) == n
 
 
-def test_model_damaged_cache(monkeypatch, tmp_path, capsys):
-    """A damaged cached checkpoint (here: compile.json cut short) is one error that names the folder
-    and the fix (delete the cache entry), not a traceback."""
+def test_model_damaged_cache_is_rebuilt(monkeypatch, tmp_path, build_dir):
+    """A damaged cached checkpoint (here: compile.json cut short) is our own cache entry: the engine
+    says so in one line, deletes it and builds it again (here build_checkpoint's second call hands
+    back a good checkpoint: a small design's, compiled for real), instead of stopping."""
     from cpu import model_engine
+    from netlist2tf.assemble import assemble
+    from netlist2tf.emit import emit_checkpoint
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.ir import parse_netlist
 
-    folder = tmp_path / "cpu-model" / "0123456789abcdef"
-    folder.mkdir(parents=True)
-    for name in ("config.json", "model.safetensors", "netlist.json"):
-        (folder / name).write_text("{}")
-    (folder / "compile.json").write_text('{"format": ')
-    monkeypatch.setattr(model_engine, "build_checkpoint", lambda *a, **k: folder)
+    damaged = tmp_path / "cpu-model" / "0123456789abcdef"
+    damaged.mkdir(parents=True)
+    for name in ("config.json", "model.safetensors", "netlist.json", "trace_protocol.json"):
+        (damaged / name).write_text("{}")
+    (damaged / "compile.json").write_text('{"format": ')
+    result = synthesize("hdl.examples.counter:Counter", "macro", build_dir)
+    good = emit_checkpoint(assemble(parse_netlist(result.json_text), layers=4), result.json_text, tmp_path / "good")
+    handed = iter([damaged, good])
+    monkeypatch.setattr(model_engine, "build_checkpoint", lambda *a, **k: next(handed))
     monkeypatch.setattr(model_engine, "_LOADED", {})
-    hi = Path(cli.__file__).parent / "programs" / "hi.c"
-    assert cli.main(["run", str(hi), "--engine", "model"]) == 2
-    err = capsys.readouterr().err
-    assert "compile.json is not JSON" in err and f"{folder} is a cache" in err and "delete it" in err
+    said = []
+    *loaded, folder = model_engine.load_model(log=said.append)
+    assert folder == good and not damaged.exists()
+    assert len(said) == 1 and f"cached checkpoint {damaged} is damaged" in said[0]
+    assert "compile.json is not JSON" in said[0] and "rebuilding it" in said[0]
 
 
 def test_model_checkpoint_must_be_the_cpu(monkeypatch, tmp_path, capsys):
