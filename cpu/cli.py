@@ -51,7 +51,7 @@ def _run_netlist(image, ram_size, max_steps, trace):
 
 
 def _run_model(image, ram_size, max_steps, trace, dtype=None, batch=1, prefill=True,
-               decoding="speculative", threads=None, checkpoint=None):
+               decoding="speculative", threads=None, checkpoint=None, executor="stock"):
     """``decoding``: "speculative" (the netlist simulator drafts, the model verifies every token in long
     forward calls; plain generation if it rejects one), "plain" (token-by-token greedy generation) or
     "teacher-forced" (like speculative, but a rejected token is an error: a check of the model)."""
@@ -63,13 +63,13 @@ def _run_model(image, ram_size, max_steps, trace, dtype=None, batch=1, prefill=T
     progress = build_dir() / "teacher-forced"
     if decoding == "teacher-forced":
         results = check_model_batch(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
-                                    resume_dir=progress, checkpoint=checkpoint)
+                                    resume_dir=progress, checkpoint=checkpoint, executor=executor)
     elif decoding == "speculative":
         results = run_model_speculative(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
-                                        resume_dir=progress, checkpoint=checkpoint)
+                                        resume_dir=progress, checkpoint=checkpoint, executor=executor)
     else:
         results = run_model_batch(images, ram_size, max_steps, trace, dtype=dtype, prefill=prefill,
-                                  checkpoint=checkpoint)
+                                  checkpoint=checkpoint, executor=executor)
     first = results[0]
     for row, r in enumerate(results[1:], 1):
         if (r.console, r.halt, r.records) != (first.console, first.halt, first.records):
@@ -138,9 +138,11 @@ def _configured_engine(args):
     engine = _engine(args.engine)
     batch, token_by_token = getattr(args, "batch", None), getattr(args, "token_by_token", False)
     if args.engine != "model" and (args.dtype or batch or token_by_token or args.teacher_forced or args.threads
-                                   or args.plain or args.checkpoint):
-        raise InputError("--dtype, --batch, --plain, --token-by-token, --teacher-forced, --threads and "
-                         "--checkpoint are options of --engine model")
+                                   or args.plain or args.checkpoint or args.executor):
+        raise InputError("--dtype, --batch, --plain, --token-by-token, --teacher-forced, --threads, "
+                         "--checkpoint and --executor are options of --engine model")
+    if args.executor == "fast" and args.threads is not None:
+        raise InputError("--threads sets torch threads of the stock forward; the fast executor runs on one")
     if args.checkpoint and not Path(args.checkpoint).is_dir():
         raise InputError(f"--checkpoint {args.checkpoint}: no such folder")
     if args.teacher_forced and args.plain:
@@ -158,12 +160,18 @@ def _configured_engine(args):
         raise InputError("--threads must be at least 1")
     if args.engine == "model":
         import functools
-        decoding = "teacher-forced" if args.teacher_forced else "plain" if plain else "speculative"
+        # the fast executor generates faster than speculative decoding verifies: it generates plainly
+        decoding = ("teacher-forced" if args.teacher_forced else "plain" if plain or args.executor == "fast"
+                    else "speculative")
         from netlist2tf.hardware import where_it_runs
 
         name, why = model_dtype(args.dtype)
-        print(f"cpu: {where_it_runs('cpu', name, why, 1 if plain else args.threads or 1)}", file=sys.stderr)
-        engine = functools.partial(engine, dtype=name, batch=batch or 1,
+        if args.executor == "fast":
+            print(f"cpu: model: fast executor (netlist2tf.fast: the weights' non-zero entries, one position at "
+                  f"a time on one core, equal to the stock forward), {name} ({why})", file=sys.stderr)
+        else:
+            print(f"cpu: {where_it_runs('cpu', name, why, 1 if plain else args.threads or 1)}", file=sys.stderr)
+        engine = functools.partial(engine, dtype=name, batch=batch or 1, executor=args.executor or "stock",
                                    prefill=not token_by_token, decoding=decoding, threads=args.threads,
                                    checkpoint=args.checkpoint)
     return engine
@@ -201,7 +209,8 @@ def cmd_run(args) -> int:
         mode = {"teacher-forced": "teacher-forced: every generated token checked as the model's greedy choice",
                 "speculative": "speculative decoding: every token drafted by the netlist simulator was the "
                                "model's greedy choice",
-                "plain": "plain generation, " + ("token by token" if args.token_by_token else "prompt prefilled"),
+                "plain": ("plain generation by the fast executor" if args.executor == "fast" else
+                          "plain generation, " + ("token by token" if args.token_by_token else "prompt prefilled")),
                 }.get(result.decoding, result.decoding)
         print(f"cpu: model: {tokens} generated tokens ({result.prompt_tokens} prompt tokens), "
               f"{per:.1f} tokens/instruction, {tokens * result.batch / seconds:,.1f} tokens/s "
@@ -299,6 +308,11 @@ def build_parser():
                        help="model engine: torch threads of the long forward calls of speculative decoding "
                             "and --teacher-forced (default 1; 2 on an idle 2-core machine: 1.8x faster, but "
                             "more threads than free cores is many times slower)")
+        p.add_argument("--executor", choices=("stock", "fast"), default=None,
+                       help="model engine: stock transformers' forward (default), or netlist2tf.fast: the same "
+                            "weights' non-zero entries computed sparsely on one core, equal to the stock "
+                            "forward at every layer (docs/FAST.md; bench/fast_executor.py measures it); it "
+                            "generates plainly; a checkpoint it cannot run (a merged one) runs stock")
         p.add_argument("--checkpoint", metavar="FOLDER", default=None,
                        help="model engine: run this checkpoint instead of the cached build: the compiled "
                             "CPU's folder (build/cpu-model/...) or one merged in front of a Qwen3.5 model "

@@ -187,8 +187,13 @@ def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
     return keep_outputs(parse_netlist(result.json_text, str(result.json_path)), MODEL_OUTPUTS)
 
 
-def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=None, checkpoint=None):
+def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=None, checkpoint=None,
+               executor: str = "stock"):
     """(model, protocol, netlist, initial registers, meta, folder), loaded once per process.
+
+    ``executor``: "stock" (transformers' own forward) or "fast" (netlist2tf.fast: the same weights
+    computed sparsely, checked equal to the stock forward; a checkpoint it cannot run, such as a
+    merged one, falls back to stock with one line saying why).
 
     ``checkpoint``: a folder to run instead of the cached build: the compiled CPU itself, or a merged
     checkpoint made from it by ``netlist2tf merge`` (the model is then a ``netlist2tf.merge.MergedTrace``:
@@ -197,7 +202,7 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
     from netlist2tf.merge import is_merged, load_merged
 
     folder = Path(checkpoint) if checkpoint else build_checkpoint(ram_size, build_dir, log)
-    key = (str(folder), str(dtype))
+    key = (str(folder), str(dtype), executor)
     if key not in _LOADED:
         _LOADED.clear()                      # one model in memory at a time (they are large)
         if checkpoint:
@@ -211,7 +216,17 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
                                       f"`cpu run --engine model` built (build/cpu-model/...) or merged from one "
                                       f"with `netlist2tf merge`, or the --ram-size it was built with")
         try:
-            loaded = load_merged(folder, dtype)[:5] if is_merged(folder) else load_checkpoint(folder, dtype)
+            loaded = None
+            if executor == "fast":
+                from netlist2tf.fast import FastUnsupported, load_fast_checkpoint
+                try:
+                    loaded = load_fast_checkpoint(folder, dtype)
+                except FastUnsupported as exc:
+                    (log or (lambda msg: print(msg, file=sys.stderr)))(
+                        f"cpu: model: the fast executor cannot run this checkpoint ({exc}); running it with "
+                        f"stock transformers")
+            if loaded is None:
+                loaded = load_merged(folder, dtype)[:5] if is_merged(folder) else load_checkpoint(folder, dtype)
         except Netlist2TFError as exc:       # a damaged cache entry (a full disk, a file edited by hand)
             if checkpoint:
                 raise
@@ -225,19 +240,19 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
     return _LOADED[key]
 
 
-def _model_for(images: list, ram_size: int, dtype, build_dir, log, checkpoint=None):
+def _model_for(images: list, ram_size: int, dtype, build_dir, log, checkpoint=None, executor="stock"):
     """``load_model``'s tuple, after checking that the images fit the compiled CPU (entry point 0, RAM)."""
     entries = {img.entry for img in images}
     if len(entries) != 1 or entries != {0}:
         raise Netlist2TFError("the compiled CPU starts at address 0: every program's entry point must be 0")
     for img in images:
         check_image(img, ram_size)
-    return load_model(ram_size, dtype, build_dir, log, checkpoint)
+    return load_model(ram_size, dtype, build_dir, log, checkpoint, executor)
 
 
 def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                     trace: bool = True, dtype=None, prefill: bool = True, build_dir=None,
-                    log=None, checkpoint=None) -> list:
+                    log=None, checkpoint=None, executor: str = "stock") -> list:
     """Run programs on the compiled CPU, one batch row each, until every one halts or retires
     ``max_steps`` instructions. Returns one RunResult per image, with three more attributes:
     ``tokens`` (generated for that row), ``prompt_tokens`` and ``checkpoint`` (the folder).
@@ -245,7 +260,7 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     from netlist2tf.host import run_model
 
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
-                                                               checkpoint)
+                                                               checkpoint, executor)
     B = len(images)
     limit = M_CYCLES * (max_steps + 1) + 2
     decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace)
@@ -286,7 +301,7 @@ class ModelDivergence(Netlist2TFError):
 def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                       trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
                       resume_dir=None, build_dir=None, log=None, what: str = "teacher forcing",
-                      checkpoint=None) -> list:
+                      checkpoint=None, executor: str = "stock") -> list:
     """Run programs on the compiled CPU by teacher forcing instead of generation (the same result,
     7-9x faster on long programs): the netlist simulator's trace of each program is fed to the model
     in long forward calls and the model's greedy choice must equal the trace at every generated
@@ -300,7 +315,9 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
     from netlist2tf.verify import expected_tokens, verify_teacher_forced
 
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
-                                                               checkpoint)
+                                                               checkpoint, executor)
+    if getattr(model, "fast", None) is not None:
+        resume_dir = None                    # the fast executor's state is not saved (it is quick to redo)
     # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
     cycles = _draft_run(model, protocol, images, ram_size, max_steps, build_dir)
     per_cycle = len(protocol.frame_kinds(False))  # generated tokens of a frame outside M instructions
@@ -347,7 +364,8 @@ def _memory(model) -> tuple[int, int | None]:
     trace's Python ints; bytes of memory available now, or None where /proc/meminfo is missing)."""
     cfg = model.config
     item = next(model.parameters()).element_size()
-    full = sum(t == "full_attention" for t in cfg.layer_types)
+    # the fast executor keeps no attention cache (its attention layers are silent): nothing grows
+    full = 0 if getattr(model, "fast", None) is not None else sum(t == "full_attention" for t in cfg.layer_types)
     per_position = 2 * full * cfg.num_key_value_heads * cfg.head_dim * item + 60
     try:
         with open("/proc/meminfo") as f:
@@ -383,7 +401,8 @@ def _draft_run(model, protocol, images, ram_size, max_steps, build_dir):
 
 def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                           trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
-                          resume_dir=None, build_dir=None, log=None, checkpoint=None) -> list:
+                          resume_dir=None, build_dir=None, log=None, checkpoint=None,
+                          executor: str = "stock") -> list:
     """Greedy generation on the compiled CPU by speculative decoding, with the netlist simulator as the
     draft model: the simulator drafts the whole run's tokens, the model scores them in long forward
     calls (``check_model_batch``) and accepts them only if every generated token is its own greedy
@@ -398,14 +417,16 @@ def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_step
     try:
         results = check_model_batch(images, ram_size, max_steps, trace, dtype, device,
                                     threads, resume_dir, build_dir, log,
-                                    what="speculative decoding: drafting", checkpoint=checkpoint)
+                                    what="speculative decoding: drafting", checkpoint=checkpoint,
+                                    executor=executor)
         for r in results:
             r.decoding = "speculative"
         return results
     except ModelDivergence as exc:
         say(f"cpu: model: the model rejected the netlist simulator's draft ({exc}); running the "
             f"program again by plain greedy generation from the start (its own choice at every token)")
-    results = run_model_batch(images, ram_size, max_steps, trace, dtype, True, build_dir, log, checkpoint)
+    results = run_model_batch(images, ram_size, max_steps, trace, dtype, True, build_dir, log, checkpoint,
+                              executor)
     for r in results:
         r.decoding = "plain (the model rejected the speculative draft)"
     return results

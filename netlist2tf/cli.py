@@ -286,7 +286,20 @@ def cmd_verify(args) -> int:
     if not Path(args.checkpoint).is_dir():
         raise Netlist2TFError(f"{args.checkpoint}: no such checkpoint folder; give a folder written by "
                               f"`netlist2tf compile` or `netlist2tf merge`")
-    if is_merged(args.checkpoint):
+    if args.executor == "fast":
+        if args.resume:
+            raise Netlist2TFError("--resume saves the stock forward's cache; the fast executor's check is not "
+                                  "resumable (drop --resume, or use --executor stock)")
+        from .fast import FastUnsupported, load_fast_checkpoint
+        try:
+            model, protocol, netlist, inits, meta = load_fast_checkpoint(args.checkpoint, _dtype(args.dtype))
+        except FastUnsupported as exc:
+            print(f"netlist2tf: the fast executor cannot run {args.checkpoint} ({exc}); running it with stock "
+                  f"transformers", file=sys.stderr)
+            args.executor = "stock"
+    if args.executor == "fast":
+        pass
+    elif is_merged(args.checkpoint):
         prefix = []
         if args.text_prefix:
             import numpy as np
@@ -320,7 +333,8 @@ def cmd_verify(args) -> int:
     tokens = args.cycles * args.batch * protocol.tokens_per_cycle
     rate = "" if args.resume else f"; {tokens / dt:,.0f} tokens/s"      # a resumed run did part of it
     print(f"{args.checkpoint}: the model equals the netlist simulator on every output and register in "
-          f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, {mode}){rate}", file=sys.stderr)
+          f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, {mode}, {args.executor} executor){rate}",
+          file=sys.stderr)
     return 0
 
 
@@ -423,6 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --teacher-forced: save the check's progress (position and model cache) to "
                         "FILE every few minutes and continue from it when run again with the same "
                         "checkpoint, dtype, cycles, batch, seed and window (FILE is deleted at the end)")
+    p.add_argument("--executor", choices=("stock", "fast"), default="stock",
+                   help="run the model with stock transformers' forward, or netlist2tf.fast (the same weights' "
+                        "non-zero entries, one position at a time: docs/FAST.md)")
     p.add_argument("--text-prefix", type=count(0, 1 << 20, "--text-prefix"), default=0, metavar="N",
                    help="merged checkpoints: put N random base-vocabulary tokens (seeded) before the trace")
     p.set_defaults(func=cmd_verify)

@@ -1,0 +1,99 @@
+"""The fast executor (netlist2tf.fast) against stock transformers on the compiled CPU, one core.
+
+    .venv/bin/python bench/fast_executor.py [--program cpu/programs/hi.c] [--dtypes float32 bfloat16]
+                                            [--skip-stock] [--memory]
+
+For each dtype, in the same run on the same program: plain generation by the fast executor, plain
+generation by stock transformers (prefilled prompt, then one forward call per token), and speculative
+decoding (the netlist simulator drafts, stock transformers checks every token in long forward calls);
+tokens/s, instructions/s and the ratios against stock plain generation; each run's records are checked
+equal. ``--memory`` also runs the fast executor alone on 10 K and 1 M trace positions (a loop that does
+not halt, stopped by --max-steps) in fresh processes and prints their peak resident memory: the
+executor keeps no attention cache, so it should not grow with the trace.
+"""
+
+import argparse
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def run(image, dtype, how):
+    from cpu.model_engine import run_model_batch, run_model_speculative
+
+    t0 = time.perf_counter()
+    if how == "fast":
+        (r,) = run_model_batch([image], dtype=dtype, executor="fast", log=lambda m: None)
+    elif how == "stock plain":
+        (r,) = run_model_batch([image], dtype=dtype, log=lambda m: None)
+    else:
+        (r,) = run_model_speculative([image], dtype=dtype, log=lambda m: None)
+    return r, time.perf_counter() - t0
+
+
+def memory_child(steps: int) -> None:
+    """Run a non-halting loop for ``steps`` instructions on the fast executor; print the peak RSS."""
+    from cpu import asm
+    from cpu.machine import Image
+    from cpu.model_engine import run_model_batch
+
+    loop = Image.from_words([asm.addi(5, 5, 1), asm.jal(0, -4)])
+    t0 = time.perf_counter()
+    (r,) = run_model_batch([loop], max_steps=steps, trace=False, executor="fast", log=lambda m: None)
+    dt = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"{r.tokens} {dt:.1f} {peak:.0f}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--program", default=str(ROOT / "cpu" / "programs" / "hi.c"))
+    ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--skip-stock", action="store_true", help="only the fast executor")
+    ap.add_argument("--memory", action="store_true", help="peak memory at 10 K and 1 M positions")
+    ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    if args.memory_child:
+        memory_child(args.memory_child)
+        return
+    from cpu.cli import load_program
+    from netlist2tf.hardware import drop_kernel_notes
+
+    drop_kernel_notes()
+    image = load_program(args.program, ram_size=16384)
+    print(f"{Path(args.program).name} on the compiled CPU, one torch thread, {torch.__version__}; "
+          f"figures from this machine")
+    print(f"{'dtype':9s} {'how':22s} {'tokens':>8s} {'seconds':>8s} {'tokens/s':>9s} {'instr/s':>8s} {'vs stock':>8s}")
+    for name in args.dtypes:
+        dtype = getattr(torch, name)
+        rows = {}
+        for how in ("fast",) + (() if args.skip_stock else ("stock plain", "speculative")):
+            r, dt = run(image, dtype, how)
+            rows[how] = (r, dt)
+        ref = rows["fast"][0]
+        for how, (r, dt) in rows.items():
+            assert (r.console, r.halt, r.records) == (ref.console, ref.halt, ref.records), how
+            base = rows.get("stock plain")
+            ratio = f"{(r.tokens / dt) / (base[0].tokens / base[1]):7.1f}x" if base else ""
+            print(f"{name:9s} {how:22s} {r.tokens:8,d} {dt:8.2f} {r.tokens / dt:9,.1f} "
+                  f"{r.instructions / dt:8,.1f} {ratio:>8s}")
+    if args.memory:
+        print("fast executor, a loop that does not halt (float32 checkpoint dtype):")
+        for steps in (650, 65_000):              # ~10 K and ~1 M trace positions (15 per cycle)
+            out = subprocess.run([sys.executable, __file__, "--memory-child", str(steps)], capture_output=True,
+                                 text=True, check=True).stdout.split()
+            tokens, seconds, peak = int(out[0]), float(out[1]), float(out[2])
+            print(f"  {tokens:>9,d} generated tokens in {seconds:7.1f} s ({tokens / seconds:,.0f} tokens/s), "
+                  f"peak RSS {peak:,.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

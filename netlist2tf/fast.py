@@ -1,0 +1,443 @@
+"""A fast exact executor for compiled checkpoints: the same weights, computed sparsely.
+
+``FastModel(folder)`` reads a compiled checkpoint's ``config.json`` and ``model.safetensors`` (nothing
+else: no netlist, no simulator) and runs the Qwen3.5 forward one position at a time, as stock
+``transformers`` runs it with its cache (the recurrent DeltaNet path), but without multiplying zeros:
+
+* every weight matrix is kept as its non-zero entries (CSR, float64) and applied as a sparse product;
+  FFN neurons whose gate row, up row or down column is all zero are dropped (their product is 0);
+* full-attention layers whose output projection is all zero are skipped: their output is exactly zero
+  for any finite input (a sum of products with 0), so they need no KV cache either: memory does not
+  grow with the trace;
+* DeltaNet layers: the in-projections are sparse products, the short convolution, the L2 norms,
+  beta, the decay and the gated norm are the stock element-wise operations on the same values, and the
+  delta rule touches only the state rows its key and query select (one per head: the compiler's keys
+  and queries are one-hot or zero), with the stock dense expression as the fallback for any head whose
+  key or query has several non-zero entries, or any decay that is not exactly 1;
+* the LM head is a sparse product too, and the greedy token is ``argmax`` over it.
+
+Why the values equal the stock forward's (docs/FAST.md has the argument and the checks): a dense
+matrix product and a sparse one differ only in the order of their additions and in the products with
+zero they leave out. Products of float32 (or bfloat16) values are exact in float64, and the compiled
+models' sums are sums of few integers and halves (exact in float64 in any order), so the float64
+accumulation gives the exact sum; where the stock float32 product is exact too (which the compiler
+engineers: every pre-activation is an integer well inside float32's and bfloat16's exact range, or a
+large negative that silu sends to zero), the two round to the same value. Left-out products with zero
+can only change the sign of a zero. Every other operation is the stock one on the same values in the
+same dtype. ``tests/test_fast.py`` checks this claim instead of trusting it: the hidden state after
+every layer and the greedy token at every position equal stock transformers', float32 and bfloat16.
+
+The executor refuses (``FastUnsupported``, a Netlist2TFError naming the reason) a checkpoint outside
+its assumptions: not a text Qwen3.5 model, a full-attention layer with a non-zero output projection
+(a merged checkpoint's base layers, for example), a non-SiLU activation, weights it cannot read.
+Callers then fall back to stock transformers.
+"""
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from .errors import Netlist2TFError
+
+
+class FastUnsupported(Netlist2TFError):
+    """The checkpoint breaks one of the fast executor's assumptions; run it with stock transformers."""
+
+
+_KERNEL = None          # the compiled spmv (ctypes), False where it cannot be built
+
+
+def _kernel():
+    """netlist2tf/csrc/spmv.c compiled once with the system's C compiler into BUILD/fast/ (cached by
+    the source's hash); None if there is no compiler (the torch CSR product is used instead: the same
+    values, ~5x slower)."""
+    global _KERNEL
+    if _KERNEL is None:
+        import ctypes
+        import hashlib
+        import os
+        import shutil
+        import subprocess
+        import tempfile
+
+        from .paths import build_dir
+
+        src = Path(__file__).parent / "csrc" / "spmv.c"
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        lib = build_dir() / "fast" / f"spmv-{hashlib.sha256(src.read_bytes()).hexdigest()[:16]}.so"
+        try:
+            if not lib.is_file():
+                if cc is None:
+                    raise OSError("no C compiler (cc/gcc) on PATH")
+                lib.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
+                os.close(fd)
+                subprocess.run([cc, "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-o", tmp, str(src)],
+                               check=True, capture_output=True)
+                os.replace(tmp, lib)
+            k = ctypes.CDLL(str(lib)).spmv
+            k.restype = None
+            k.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
+            _KERNEL = k
+        except (OSError, subprocess.CalledProcessError):
+            _KERNEL = False
+    return _KERNEL or None
+
+
+class _Sparse:
+    """A weight matrix as its non-zero entries (CSR: int64 indices, float32 values: the model's
+    weights widened exactly)."""
+
+    def __init__(self, w: torch.Tensor):
+        import warnings
+        with warnings.catch_warnings():          # "Sparse CSR tensor support is in beta state"
+            warnings.simplefilter("ignore")
+            csr = w.detach().to(torch.float32).to_sparse_csr()
+        self.shape = tuple(w.shape)
+        self.indptr = csr.crow_indices().contiguous()
+        self.col = csr.col_indices().contiguous()
+        self.val = csr.values().contiguous()
+        self.nnz = int(self.val.numel())
+        self.csr64 = None
+
+    def __call__(self, x: torch.Tensor, dtype) -> torch.Tensor:
+        """``self @ x`` for x of shape (B, N): the sum in float64 (exact for the compiled models'
+        values), then rounded to ``dtype`` as a stock linear layer's output is."""
+        k = _kernel()
+        B = x.shape[0]
+        if k is not None:
+            xf = x.to(torch.float32).contiguous()
+            y = torch.empty(B, self.shape[0], dtype=torch.float32)
+            k(self.shape[0], B, self.shape[1], self.indptr.data_ptr(), self.col.data_ptr(),
+              self.val.data_ptr(), xf.data_ptr(), y.data_ptr())
+            return y.to(dtype)
+        if self.csr64 is None:
+            self.csr64 = torch.sparse_csr_tensor(self.indptr, self.col, self.val.double(), self.shape)
+        return (self.csr64 @ x.to(torch.float64).T).T.to(torch.float32).to(dtype)
+
+
+def _csr(w: torch.Tensor) -> "_Sparse":
+    return _Sparse(w)
+
+
+def _mv(m: "_Sparse", x: torch.Tensor, dtype) -> torch.Tensor:
+    return m(x, dtype)
+
+
+@dataclass
+class _Norm:
+    scale: torch.Tensor       # 1 + weight, float32
+    eps: float
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        """Qwen3_5RMSNorm: the stock operations."""
+        x = h.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (x * self.scale).type_as(h)
+
+
+class _MLP:
+    def __init__(self, gate, up, down, dtype):
+        keep = ((gate != 0).any(1) & (up != 0).any(1) & (down != 0).any(0)).nonzero().flatten()
+        self.neurons = int(keep.numel())
+        self.gate_up = _csr(torch.cat([gate[keep], up[keep]]))
+        self.down = _csr(down[:, keep])
+        self.dtype = dtype
+
+    def __call__(self, x):
+        gu = _mv(self.gate_up, x, self.dtype)
+        g, u = gu[:, :self.neurons], gu[:, self.neurons:]
+        return _mv(self.down, F.silu(g) * u, self.dtype)
+
+
+class _DeltaNet:
+    """One Qwen3_5GatedDeltaNet layer, recurrent (one position per call)."""
+
+    def __init__(self, get, prefix, cfg, dtype):
+        self.dtype = dtype
+        self.nk, self.nv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+        self.dk, self.dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+        self.key_dim, self.value_dim = self.nk * self.dk, self.nv * self.dv
+        self.eps = cfg["rms_norm_eps"]
+        self.qkv = _csr(get(prefix + "in_proj_qkv.weight"))
+        self.z = _csr(get(prefix + "in_proj_z.weight"))
+        self.ab = _csr(torch.cat([get(prefix + "in_proj_a.weight"), get(prefix + "in_proj_b.weight")]))
+        self.conv_w = get(prefix + "conv1d.weight").squeeze(1)         # (C, K)
+        self.conv_w64 = self.conv_w.double()
+        bias_key = prefix + "conv1d.bias"
+        self.conv_b = get(bias_key) if get(bias_key, missing_ok=True) is not None else None
+        self.A_log, self.dt_bias = get(prefix + "A_log"), get(prefix + "dt_bias")
+        self.norm_w = get(prefix + "norm.weight")
+        self.out = _csr(get(prefix + "out_proj.weight"))
+        self.K = self.conv_w.shape[1]
+
+    def state(self, batch):
+        C = self.conv_w.shape[0]
+        return [torch.zeros(batch, C, self.K - 1, dtype=self.dtype),
+                torch.zeros(batch, self.nv, self.dk, self.dv, dtype=torch.float32)]
+
+    def __call__(self, x, st):
+        B = x.shape[0]
+        conv_state, rec = st
+        mixed = _mv(self.qkv, x, self.dtype)                            # (B, C)
+        z = _mv(self.z, x, self.dtype)
+        ab = _mv(self.ab, x, self.dtype)
+        a, b = ab[:, :self.nv], ab[:, self.nv:]
+        # causal_conv1d_update: the stock operations on (B, C, K)
+        full = torch.cat([conv_state, mixed.unsqueeze(-1)], dim=-1).to(self.conv_w.dtype)
+        conv_state.copy_(full[:, :, 1:])
+        # the depthwise convolution's last output, F.conv1d's sum of K products (+ bias), in float64:
+        # exact for the compiled models' taps (0, 1, 128) and values, so the same as conv1d's
+        out = (full.double() * self.conv_w64).sum(-1)
+        if self.conv_b is not None:
+            out = out + self.conv_b.double()
+        mixed = F.silu(out.to(self.conv_w.dtype)).to(self.dtype)
+        q, k, v = torch.split(mixed, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
+        q, k = q.reshape(B, self.nk, self.dk), k.reshape(B, self.nk, self.dk)
+        v = v.reshape(B, self.nv, self.dv)
+        beta = b.sigmoid()
+        g = -self.A_log.float().exp() * F.softplus(a.float() + self.dt_bias)
+        if self.nk != self.nv:
+            q = q.repeat_interleave(self.nv // self.nk, dim=1)
+            k = k.repeat_interleave(self.nv // self.nk, dim=1)
+        q, k, v, beta, g = (t.to(torch.float32) for t in (q, k, v, beta, g))
+        q = q * torch.rsqrt((q * q).sum(dim=-1, keepdim=True) + 1e-6)       # l2norm
+        k = k * torch.rsqrt((k * k).sum(dim=-1, keepdim=True) + 1e-6)
+        q = q / (q.shape[-1] ** 0.5)
+        core = self._rule(q, k, v, g, beta, rec)                          # (B, nv, dv) float32
+        core = core.to(self.dtype).reshape(-1, self.dv)
+        zz = z.reshape(-1, self.dv)
+        # Qwen3_5RMSNormGated: the stock operations
+        h = core.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = self.norm_w * h.to(self.dtype)
+        h = (h * F.silu(zz.to(torch.float32))).to(self.dtype)
+        return _mv(self.out, h.reshape(B, -1), self.dtype)
+
+    @staticmethod
+    def _rule(q, k, v, g, beta, rec):
+        """The gated delta rule on the state rows that one-hot keys and queries select (exactly the
+        stock recurrent rule's values: every other row's term is a product with 0); the stock dense
+        expression where a key or query has several non-zero entries or a decay is not 1."""
+        kn, qn = (k != 0).sum(-1), (q != 0).sum(-1)
+        decay = g.exp()
+        if bool((kn > 1).any() or (qn > 1).any() or (decay != 1).any()):
+            rec.mul_(decay[..., None, None])
+            kv_mem = (rec * k.unsqueeze(-1)).sum(dim=-2)
+            delta = (v - kv_mem) * beta.unsqueeze(-1)
+            rec.add_(k.unsqueeze(-1) * delta.unsqueeze(-2))
+            return (rec * q.unsqueeze(-1)).sum(dim=-2)
+        B, H = k.shape[:2]
+        bi = torch.arange(B)[:, None].expand(B, H)
+        hi = torch.arange(H)[None, :].expand(B, H)
+        ki = k.abs().argmax(-1)
+        kval = k.gather(-1, ki[..., None])                      # (B, H, 1): 0 where the key is zero
+        rows = rec[bi, hi, ki]                                  # (B, H, dv)
+        delta = (v - rows * kval) * beta.unsqueeze(-1)
+        rec[bi, hi, ki] = rows + kval * delta
+        qi = q.abs().argmax(-1)
+        return rec[bi, hi, qi] * q.gather(-1, qi[..., None])
+
+
+class FastModel:
+    """A compiled checkpoint run sparsely (module docstring). ``step(tokens, state)`` feeds one token
+    per batch row and returns the logits of the next position; ``generate`` runs greedily."""
+
+    def __init__(self, folder, dtype=None):
+        from safetensors import safe_open
+
+        folder = Path(folder)
+        try:
+            cfg = json.loads((folder / "config.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise FastUnsupported(f"{folder}: cannot read config.json ({exc})")
+        if cfg.get("model_type") != "qwen3_5_text":
+            raise FastUnsupported(f"{folder}: the fast executor runs text Qwen3.5 checkpoints (model_type "
+                                  f"qwen3_5_text), not {cfg.get('model_type')!r}")
+        if cfg.get("hidden_act", "silu") != "silu":
+            raise FastUnsupported(f"{folder}: hidden_act {cfg.get('hidden_act')!r}; the executor implements silu")
+        self.folder, self.config = folder, cfg
+        self.dtype = dtype or getattr(torch, cfg.get("dtype") or cfg.get("torch_dtype") or "float32")
+        try:
+            handle = safe_open(str(folder / "model.safetensors"), "pt")
+        except Exception as exc:                     # safetensors raises its own error types
+            raise FastUnsupported(f"{folder}/model.safetensors is not readable: {exc}")
+        keys = set(handle.keys())
+
+        def get(key, missing_ok=False):
+            if key not in keys:
+                if missing_ok:
+                    return None
+                raise FastUnsupported(f"{folder}: weight {key} is missing")
+            return handle.get_tensor(key).to(self.dtype)     # as from_pretrained(dtype=...) loads it
+
+        eps = cfg["rms_norm_eps"]
+        self.embed = get("model.embed_tokens.weight")
+        self.layers = []
+        self.skipped = []
+        for i, kind in enumerate(cfg["layer_types"]):
+            p = f"model.layers.{i}."
+            norms = (_Norm(1.0 + get(p + "input_layernorm.weight").float(), eps),
+                     _Norm(1.0 + get(p + "post_attention_layernorm.weight").float(), eps))
+            if kind == "linear_attention":
+                mixer = _DeltaNet(get, p + "linear_attn.", cfg, self.dtype)
+            elif kind == "full_attention":
+                if bool(get(p + "self_attn.o_proj.weight").any()):
+                    raise FastUnsupported(f"{folder}: full-attention layer {i} has a non-zero output "
+                                          f"projection; the executor skips attention layers only where "
+                                          f"their output is exactly zero (use stock transformers)")
+                mixer = None                          # silent: its output is exactly zero
+                self.skipped.append(i)
+            else:
+                raise FastUnsupported(f"{folder}: layer {i} is of unknown type {kind!r}")
+            mlp = _MLP(get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight"),
+                       get(p + "mlp.down_proj.weight"), self.dtype)
+            self.layers.append((norms, mixer, mlp))
+        self.final_norm = _Norm(1.0 + get("model.norm.weight").float(), eps)
+        head = get("lm_head.weight", missing_ok=True)
+        if head is None:
+            if not cfg.get("tie_word_embeddings"):
+                raise FastUnsupported(f"{folder}: lm_head.weight is missing")
+            head = self.embed
+        self.head = _csr(head)
+        self.vocab_size = int(head.shape[0])
+        self.nonzero = sum(m.nnz for m in self._matrices())
+
+    def _matrices(self):
+        yield self.head
+        for _, mixer, mlp in self.layers:
+            yield mlp.gate_up
+            yield mlp.down
+            if mixer is not None:
+                yield from (mixer.qkv, mixer.z, mixer.ab, mixer.out)
+
+    def new_state(self, batch: int = 1):
+        """The per-row state: each DeltaNet layer's convolution window and delta-rule state (constant
+        size: nothing grows with the trace)."""
+        return [m.state(batch) if m is not None else None for _, m, _ in self.layers]
+
+    @torch.no_grad()
+    def step(self, tokens, state, hidden=None):
+        """Feed ``tokens`` (one per batch row) and return the logits (B, vocab) of the next position
+        in the model's dtype. ``hidden``: a list that receives the hidden state after the embedding and
+        after every layer (as ``output_hidden_states`` gives them, the last one normalised)."""
+        h = self.embed[torch.as_tensor(tokens, dtype=torch.long)]
+        if hidden is not None:
+            hidden.append(h)
+        for ((n1, n2), mixer, mlp), st in zip(self.layers, state):
+            if mixer is not None:             # a skipped attention layer adds exactly zero
+                h = h + mixer(n1(h), st)
+            h = h + mlp(n2(h))
+            if hidden is not None:
+                hidden.append(h)
+        h = self.final_norm(h)
+        if hidden is not None:
+            hidden[-1] = h
+        return _mv(self.head, h, self.dtype)
+
+
+class FastCache:
+    """The executor's cache for one batch: the DeltaNet layers' state (constant size)."""
+
+    def __init__(self, state, batch):
+        self.state, self.batch = state, batch
+
+
+class FastTrace:
+    """``FastModel`` behind the interface the trace hosts call (``netlist2tf.host.run_model``,
+    ``verify_teacher_forced``, the CPU's model engine): ``model(input_ids=(B, T), cache=...)`` returns
+    ``.logits`` (B, T, vocab) and ``.cache``, feeding the T tokens one position at a time. ``config``
+    is the checkpoint's (a ``Qwen3_5TextConfig``)."""
+
+    def __init__(self, fast: FastModel):
+        from transformers import AutoConfig
+
+        self.fast = fast
+        self.config = AutoConfig.from_pretrained(fast.folder)
+        self._param = torch.zeros(1, dtype=fast.dtype)
+
+    def parameters(self):
+        yield self._param
+
+    def to(self, device):
+        if str(device) != "cpu":
+            raise FastUnsupported("the fast executor runs on the CPU only; use --executor stock on a GPU")
+        return self
+
+    def state_dict(self):
+        raise FastUnsupported("the fast executor has no state dict; resume saved checks with --executor stock")
+
+    @torch.no_grad()
+    def __call__(self, input_ids, cache=None, **kw):
+        from types import SimpleNamespace
+
+        ids = torch.as_tensor(input_ids)
+        B, T = ids.shape
+        if cache is None:
+            cache = FastCache(self.fast.new_state(B), B)
+        logits = torch.empty(B, T, self.fast.vocab_size, dtype=self.fast.dtype)
+        for t in range(T):
+            logits[:, t] = self.fast.step(ids[:, t], cache.state)
+        return SimpleNamespace(logits=logits, cache=cache)
+
+
+def load_fast_checkpoint(folder, dtype=None):
+    """``emit.load_checkpoint``'s tuple with the model run by the fast executor: (FastTrace,
+    protocol, netlist, initial registers, meta). The same checks of the folder (its files sealed,
+    the protocol read from trace_protocol.json); FastUnsupported where the executor cannot run it."""
+    from .emit import FORMAT, read_meta, trace_side
+
+    folder = Path(folder)
+    for name in ("config.json", "model.safetensors", "compile.json", "netlist.json", "trace_protocol.json"):
+        if not (folder / name).is_file():
+            raise Netlist2TFError(f"{folder} is not a netlist2tf checkpoint: {name} is missing; "
+                                  f"create one with `netlist2tf compile`")
+    if (folder / "merge.json").is_file():
+        raise FastUnsupported(f"{folder} is a merged checkpoint: its base layers are a real model, which the "
+                              f"fast executor does not run")
+    meta = read_meta(folder)
+    if meta.get("format") != FORMAT:
+        raise Netlist2TFError(f"{folder} was written by another netlist2tf version (format "
+                              f"{meta.get('format')!r}, this one reads {FORMAT}); recompile it")
+    protocol, netlist = trace_side(folder, meta)
+    fast = FastModel(folder, dtype or getattr(torch, meta.get("dtype", "float32"), torch.float32))
+    if fast.vocab_size != protocol.vocab_size:
+        raise Netlist2TFError(f"{folder}: the model's vocabulary ({fast.vocab_size}) does not match its "
+                              f"trace protocol ({protocol.vocab_size}); recompile it")
+    meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
+                              for name, words in meta.get("initial_memory", {}).items()}
+    return FastTrace(fast), protocol, netlist, meta["initial_registers"], meta
+
+
+@dataclass
+class Comparison:
+    positions: int             # batch rows x positions compared
+    layers: int                # hidden states compared per position (embedding, every layer)
+    mismatches: list           # (position, layer index or "logits") where a value differs
+
+
+@torch.no_grad()
+def compare_with_stock(fast: FastModel, stock, ids: torch.Tensor, limit: int = 50) -> Comparison:
+    """Run ``ids`` (B, T) through the stock model (one forward call, ``output_hidden_states``) and
+    through ``fast`` one position at a time, and compare, at every position, the hidden state after
+    the embedding and after every layer (the last one normalised, as transformers returns it) and the
+    logits: equal values (``torch.equal``). Returns the first ``limit`` mismatches."""
+    out = stock(input_ids=ids, output_hidden_states=True)
+    B, T = ids.shape
+    state = fast.new_state(B)
+    bad = []
+    for t in range(T):
+        hidden = []
+        logits = fast.step(ids[:, t], state, hidden)
+        for layer, (mine, theirs) in enumerate(zip(hidden, out.hidden_states)):
+            if not torch.equal(mine, theirs[:, t]):
+                bad.append((t, layer))
+        if not torch.equal(logits, out.logits[:, t]):
+            bad.append((t, "logits"))
+        if len(bad) >= limit:
+            break
+    return Comparison(B * T, len(out.hidden_states), bad[:limit])
