@@ -75,6 +75,7 @@ def _run_model(image, ram_size, max_steps, trace, dtype=None, batch=1, prefill=T
         if (r.console, r.halt, r.records) != (first.console, first.halt, first.records):
             raise Netlist2TFError(f"batch row {row} ran the same program differently from row 0")
     first.batch = batch
+    first.dtype = str(dtype).split(".")[-1]
     first.decoding = getattr(first, "decoding", decoding)
     return first
 
@@ -166,6 +167,9 @@ def _configured_engine(args):
         from netlist2tf.hardware import where_it_runs
 
         name, why = model_dtype(args.dtype)
+        if args.executor == "fast" and not args.dtype:
+            # the fast executor sums in float64 and stores float32: bfloat16 only adds its rounding steps
+            name, why = "float32", "the fast executor's default: bfloat16 only adds rounding work there"
         if args.executor == "fast":
             print(f"cpu: model: fast executor (netlist2tf.fast: the weights' non-zero entries, one position at "
                   f"a time on one core, equal to the stock forward), {name} ({why})", file=sys.stderr)
@@ -214,7 +218,7 @@ def cmd_run(args) -> int:
                 }.get(result.decoding, result.decoding)
         print(f"cpu: model: {tokens} generated tokens ({result.prompt_tokens} prompt tokens), "
               f"{per:.1f} tokens/instruction, {tokens * result.batch / seconds:,.1f} tokens/s "
-              f"(batch {result.batch}, {model_dtype(args.dtype)[0]}, {mode})", file=sys.stderr)
+              f"(batch {result.batch}, {getattr(result, 'dtype', None) or model_dtype(args.dtype)[0]}, {mode})", file=sys.stderr)
         print(f"cpu: model: checkpoint {result.checkpoint}, layer report {result.checkpoint}/report/report.html",
               file=sys.stderr)
     return exit_status(halt)

@@ -281,6 +281,13 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     try:
         run = run_model(model, protocol, inits, inputs, limit, prefill=prefill,
                         initial_memory=[{"ram": img.words()} for img in images], until=until)
+    except Netlist2TFError as exc:
+        from netlist2tf.fast import FastInexact
+        if not isinstance(exc, FastInexact):
+            raise
+        bar.close()
+        (log or (lambda msg: print(msg, file=sys.stderr)))(f"cpu: model: {exc}; running again with stock transformers")
+        return run_model_batch(images, ram_size, max_steps, trace, dtype, prefill, build_dir, log, checkpoint)
     finally:
         bar.close()
     seconds = time.perf_counter() - t0

@@ -51,12 +51,14 @@ class FastUnsupported(Netlist2TFError):
 _KERNEL = None          # the compiled spmv (ctypes), False where it cannot be built
 
 
-def _kernel():
-    """netlist2tf/csrc/spmv.c compiled once with the system's C compiler into BUILD/fast/ (cached by
-    the source's hash); None if there is no compiler (the torch CSR product is used instead: the same
-    values, ~5x slower)."""
-    global _KERNEL
-    if _KERNEL is None:
+_LIBS: dict = {}
+
+
+def _library(name: str):
+    """netlist2tf/csrc/NAME.c compiled once with the system's C compiler into BUILD/fast/ (cached by
+    the source's hash), as a ctypes library; None if it cannot be built (no compiler): the torch
+    path is used instead (the same values, slower)."""
+    if name not in _LIBS:
         import ctypes
         import hashlib
         import os
@@ -66,9 +68,9 @@ def _kernel():
 
         from .paths import build_dir
 
-        src = Path(__file__).parent / "csrc" / "spmv.c"
+        src = Path(__file__).parent / "csrc" / f"{name}.c"
         cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-        lib = build_dir() / "fast" / f"spmv-{hashlib.sha256(src.read_bytes()).hexdigest()[:16]}.so"
+        lib = build_dir() / "fast" / f"{name}-{hashlib.sha256(src.read_bytes()).hexdigest()[:16]}.so"
         try:
             if not lib.is_file():
                 if cc is None:
@@ -76,15 +78,26 @@ def _kernel():
                 lib.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
                 os.close(fd)
-                subprocess.run([cc, "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-o", tmp, str(src)],
+                subprocess.run([cc, "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-o", tmp, str(src), "-lm"],
                                check=True, capture_output=True)
                 os.replace(tmp, lib)
-            k = ctypes.CDLL(str(lib)).spmv
-            k.restype = None
-            k.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
-            _KERNEL = k
+            _LIBS[name] = ctypes.CDLL(str(lib))
         except (OSError, subprocess.CalledProcessError):
+            _LIBS[name] = None
+    return _LIBS[name]
+
+
+def _kernel():
+    global _KERNEL
+    if _KERNEL is None:
+        import ctypes
+        lib = _library("spmv")
+        if lib is None:
             _KERNEL = False
+        else:
+            _KERNEL = lib.spmv
+            _KERNEL.restype = None
+            _KERNEL.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
     return _KERNEL or None
 
 
@@ -101,6 +114,7 @@ class _Sparse:
         self.indptr = csr.crow_indices().contiguous()
         self.col = csr.col_indices().contiguous()
         self.val = csr.values().contiguous()
+        self.col32 = self.col.to(torch.int32)
         self.nnz = int(self.val.numel())
         self.csr64 = None
 
@@ -247,7 +261,10 @@ class FastModel:
     """A compiled checkpoint run sparsely (module docstring). ``step(tokens, state)`` feeds one token
     per batch row and returns the logits of the next position; ``generate`` runs greedily."""
 
-    def __init__(self, folder, dtype=None):
+    def __init__(self, folder, dtype=None, kernel: str = "auto"):
+        """``kernel``: "c" (netlist2tf/csrc/step.c: the whole position in one call), "torch" (the
+        same operations as torch calls, one per operation: the reference), "auto": c where a C
+        compiler exists."""
         from safetensors import safe_open
 
         folder = Path(folder)
@@ -306,6 +323,12 @@ class FastModel:
         self.head = _csr(head)
         self.vocab_size = int(head.shape[0])
         self.nonzero = sum(m.nnz for m in self._matrices())
+        self.kernel = None
+        if kernel in ("auto", "c"):
+            lib = _library("step")
+            if lib is None and kernel == "c":
+                raise FastUnsupported("the fast executor's C kernel cannot be built here (no C compiler)")
+            self.kernel = _CStep(self, lib) if lib is not None else None
 
     def _matrices(self):
         yield self.head
@@ -318,6 +341,8 @@ class FastModel:
     def new_state(self, batch: int = 1):
         """The per-row state: each DeltaNet layer's convolution window and delta-rule state (constant
         size: nothing grows with the trace)."""
+        if self.kernel is not None:
+            return self.kernel.state(batch)
         return [m.state(batch) if m is not None else None for _, m, _ in self.layers]
 
     @torch.no_grad()
@@ -325,6 +350,8 @@ class FastModel:
         """Feed ``tokens`` (one per batch row) and return the logits (B, vocab) of the next position
         in the model's dtype. ``hidden``: a list that receives the hidden state after the embedding and
         after every layer (as ``output_hidden_states`` gives them, the last one normalised)."""
+        if self.kernel is not None:
+            return self.kernel(tokens, state, hidden)
         h = self.embed[torch.as_tensor(tokens, dtype=torch.long)]
         if hidden is not None:
             hidden.append(h)
@@ -441,3 +468,143 @@ def compare_with_stock(fast: FastModel, stock, ids: torch.Tensor, limit: int = 5
         if len(bad) >= limit:
             break
     return Comparison(B * T, len(out.hidden_states), bad[:limit])
+
+
+# -- the C kernel (netlist2tf/csrc/step.c): the whole position in one call ---------------------------
+
+class FastInexact(Netlist2TFError):
+    """A value outside the regions where the C kernel is provably equal to the stock forward (e.g. a
+    silu of a non-saturated input): run the checkpoint with stock transformers."""
+
+
+_OPS = {1: "silu of a value where it is not saturated", 2: "sigmoid of a value where it is not saturated",
+        3: "softplus inside its curved range", 4: "a DeltaNet decay that is not exactly 1",
+        5: "a DeltaNet key with several non-zero entries (of head)",
+        6: "a DeltaNet query with several non-zero entries (of head)",
+        7: "a mean square that float32 cannot hold exactly"}
+
+
+def _structs():
+    import ctypes as C
+
+    class Csr(C.Structure):
+        _fields_ = [("rows", C.c_int64), ("cols", C.c_int64), ("indptr", C.c_void_p), ("col", C.c_void_p),
+                    ("val", C.c_void_p)]
+
+    class Layer(C.Structure):
+        _fields_ = [("kind", C.c_int64), ("n1", C.c_void_p), ("n2", C.c_void_p), ("gate_up", Csr), ("down", Csr),
+                    ("neurons", C.c_int64), ("qkv", Csr), ("z", Csr), ("ab", Csr), ("out", Csr),
+                    ("conv_w", C.c_void_p), ("conv_b", C.c_void_p), ("conv_dim", C.c_int64), ("K", C.c_int64),
+                    ("neg_exp_a", C.c_void_p), ("dt_bias", C.c_void_p), ("norm_w", C.c_void_p),
+                    ("nk", C.c_int64), ("nv", C.c_int64), ("dk", C.c_int64), ("dv", C.c_int64),
+                    ("conv_state", C.c_void_p), ("rec", C.c_void_p)]
+
+    MeanRsqrt = C.CFUNCTYPE(C.c_float, C.c_double, C.c_int64, C.c_double)
+
+    class Model(C.Structure):
+        _fields_ = [("D", C.c_int64), ("V", C.c_int64), ("n_layers", C.c_int64), ("bf16", C.c_int64),
+                    ("batch", C.c_int64), ("embed", C.c_void_p), ("final_n", C.c_void_p), ("head", Csr),
+                    ("layers", C.POINTER(Layer)), ("eps", C.c_double), ("mean_rsqrt", MeanRsqrt),
+                    ("scratch", C.c_void_p), ("err_layer", C.c_int64), ("err_op", C.c_int64),
+                    ("err_value", C.c_double)]
+    return Csr, Layer, Model, MeanRsqrt
+
+
+class _CStep:
+    """The C kernel bound to one FastModel (it keeps every array the C structs point to alive)."""
+
+    def __init__(self, fast: "FastModel", lib):
+        import ctypes as C
+
+        Csr, Layer, Model, MeanRsqrt = _structs()
+        self.keep = []
+        f32 = lambda t: self._keep(t.detach().to(torch.float32).contiguous())      # noqa: E731
+
+        def csr(m: _Sparse):
+            self.keep += [m.indptr, m.col32, m.val]
+            return Csr(m.shape[0], m.shape[1], m.indptr.data_ptr(), m.col32.data_ptr(), m.val.data_ptr())
+
+        layers = (Layer * len(fast.layers))()
+        self.deltanet = []
+        scratch = 0
+        for i, ((n1, n2), mixer, mlp) in enumerate(fast.layers):
+            L = layers[i]
+            L.kind = 0 if mixer is None else 1
+            L.n1, L.n2 = f32(n1.scale).data_ptr(), f32(n2.scale).data_ptr()
+            L.gate_up, L.down, L.neurons = csr(mlp.gate_up), csr(mlp.down), mlp.neurons
+            scratch = max(scratch, 3 * mlp.neurons)
+            if mixer is not None:
+                L.qkv, L.z, L.ab, L.out = csr(mixer.qkv), csr(mixer.z), csr(mixer.ab), csr(mixer.out)
+                L.conv_w = f32(mixer.conv_w).data_ptr()
+                L.conv_b = f32(mixer.conv_b).data_ptr() if mixer.conv_b is not None else None
+                L.conv_dim, L.K = mixer.conv_w.shape
+                L.neg_exp_a = f32(-mixer.A_log.float().exp()).data_ptr()     # as the stock layer computes it
+                L.dt_bias, L.norm_w = f32(mixer.dt_bias).data_ptr(), f32(mixer.norm_w).data_ptr()
+                L.nk, L.nv, L.dk, L.dv = mixer.nk, mixer.nv, mixer.dk, mixer.dv
+                scratch = max(scratch, L.conv_dim + 2 * mixer.nv * mixer.dv + 2 * mixer.nv)
+                self.deltanet.append(i)
+        self.layers = layers
+        self.cache = {}
+
+        def mean_rsqrt(total, n, eps):
+            """torch's rsqrt(mean + eps) over n float32 values summing to ``total`` (exactly)."""
+            key = (total, n)
+            if key not in self.cache:
+                v = torch.zeros(1, 1, n, dtype=torch.float32)
+                v[0, 0, 0] = total
+                self.cache[key] = float(torch.rsqrt(v.mean(-1, keepdim=True) + eps))
+            return self.cache[key]
+        self.callback = MeanRsqrt(mean_rsqrt)
+        D = fast.embed.shape[1]
+        self.scratch = torch.zeros(3 * D + scratch + 16, dtype=torch.float32)
+        self.embed = f32(fast.embed)
+        m = Model()
+        m.D, m.V, m.n_layers = D, fast.vocab_size, len(fast.layers)
+        m.bf16 = int(fast.dtype == torch.bfloat16)
+        m.embed, m.final_n = self.embed.data_ptr(), f32(fast.final_norm.scale).data_ptr()
+        m.head, m.layers = csr(fast.head), layers
+        m.eps, m.mean_rsqrt, m.scratch = fast.config["rms_norm_eps"], self.callback, self.scratch.data_ptr()
+        self.model = m
+        self.fn = lib.step
+        self.fn.restype = C.c_int
+        self.fn.argtypes = [C.POINTER(Model), C.c_void_p, C.c_void_p, C.c_void_p]
+        self.fast = fast
+
+    def _keep(self, t):
+        self.keep.append(t)
+        return t
+
+    def state(self, batch):
+        out = []
+        for (_, mixer, _) in self.fast.layers:
+            if mixer is None:
+                out.append(None)
+            else:
+                out.append([torch.zeros(batch, mixer.conv_w.shape[0], mixer.K - 1, dtype=torch.float32),
+                            torch.zeros(batch, mixer.nv, mixer.dk, mixer.dv, dtype=torch.float32)])
+        return out
+
+    def __call__(self, tokens, state, hidden=None):
+        import ctypes as C
+
+        toks = torch.as_tensor(tokens, dtype=torch.int64).reshape(-1).contiguous()
+        B = toks.numel()
+        for i in self.deltanet:
+            conv, rec = state[i]
+            if conv.shape[0] != B:
+                raise Netlist2TFError(f"a state for {conv.shape[0]} rows fed {B} tokens")
+            self.layers[i].conv_state, self.layers[i].rec = conv.data_ptr(), rec.data_ptr()
+        self.model.batch = B
+        logits = torch.empty(B, self.model.V, dtype=torch.float32)
+        buf = None if hidden is None else torch.empty(self.model.n_layers + 1, B, self.model.D, dtype=torch.float32)
+        status = self.fn(C.byref(self.model), toks.data_ptr(), logits.data_ptr(),
+                         None if buf is None else buf.data_ptr())
+        if status:
+            m = self.model
+            where = "the final norm" if m.err_layer == len(self.fast.layers) else f"layer {m.err_layer}"
+            raise FastInexact(f"{self.fast.folder}: {where}: {_OPS.get(m.err_op, m.err_op)} "
+                              f"({m.err_value:g}): the fast executor's C kernel is exact only where every "
+                              f"such value is; run this checkpoint with --executor stock")
+        if hidden is not None:
+            hidden.extend(t.to(self.fast.dtype) for t in buf)
+        return logits.to(self.fast.dtype)

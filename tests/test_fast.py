@@ -46,13 +46,18 @@ def _trace(folder, cycles, batch=2, seed=3):
     return torch.tensor(rows)
 
 
+@pytest.mark.parametrize("kernel", ["c", "torch"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 @pytest.mark.parametrize("design,layers", DESIGNS, ids=[d.split(":")[1] for d, _ in DESIGNS])
-def test_every_layer_equals_stock_on_the_example_designs(design, layers, dtype, compiled):
+def test_every_layer_equals_stock_on_the_example_designs(design, layers, dtype, kernel, compiled):
+    """40 cycles x 2 rows of random inputs; both kernels (netlist2tf/csrc/step.c, and the torch
+    reference path)."""
     folder = compiled(design, layers)
     stock = load_checkpoint(folder, dtype)[0]
     ids = _trace(folder, 40)
-    report = compare_with_stock(FastModel(folder, dtype), stock, ids)
+    fast = FastModel(folder, dtype, kernel=kernel)
+    assert (fast.kernel is not None) == (kernel == "c")
+    report = compare_with_stock(fast, stock, ids)
     assert report.mismatches == [], report.mismatches[:5]
     assert report.positions == ids.numel() and report.layers == len(stock.model.layers) + 1
 
@@ -148,11 +153,44 @@ def cpu_trace():
 @pytest.mark.xdist_group("cpu-model")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_every_layer_equals_stock_on_the_cpu(dtype, cpu_trace):
-    """hi.c's first 320 positions (the prompt: register frame and program image, then 6 cycles)."""
+    """hi.c's first 360 positions (the prompt: register frame and program image, then 9 cycles), the
+    C kernel and the torch path."""
     folder, ids = cpu_trace
-    ids = ids[:, :320]
-    report = compare_with_stock(FastModel(folder, dtype), load_checkpoint(folder, dtype)[0], ids)
-    assert report.mismatches == [], report.mismatches[:5]
+    ids = ids[:, :360]
+    stock = load_checkpoint(folder, dtype)[0]
+    for kernel in ("c", "torch"):
+        report = compare_with_stock(FastModel(folder, dtype, kernel=kernel), stock, ids)
+        assert report.mismatches == [], (kernel, report.mismatches[:5])
+
+
+def test_the_c_kernel_stops_where_it_is_not_provably_exact(compiled, tmp_path):
+    """A gate weight changed so that a neuron's gate is 1.0 (silu(1) depends on the exp
+    implementation): the C kernel refuses the position (FastInexact naming the layer and silu) instead
+    of guessing; the torch path still runs it."""
+    from safetensors.torch import load_file, save_file
+
+    from netlist2tf.fast import FastInexact
+
+    folder = compiled("hdl.examples.counter:Counter", 4)
+    ids = _trace(folder, 3, 1)[0]
+    probe = FastModel(folder, kernel="torch")
+    (n1, n2), _, mlp = probe.layers[0]
+    x = n2(probe.embed[ids[:1]])[0]                       # layer 0's FFN input at the first position
+    c = int((x != 0).nonzero()[0])
+    gate = load_file(str(folder / "model.safetensors"))
+    row = int(((gate["model.layers.0.mlp.gate_proj.weight"] != 0).any(1)
+               & (gate["model.layers.0.mlp.up_proj.weight"] != 0).any(1)
+               & (gate["model.layers.0.mlp.down_proj.weight"] != 0).any(0)).nonzero()[0])
+    bad = tmp_path / "soft"
+    shutil.copytree(folder, bad)
+    gate["model.layers.0.mlp.gate_proj.weight"][row] = 0
+    gate["model.layers.0.mlp.gate_proj.weight"][row, c] = 1.0 / float(x[c])
+    save_file(gate, str(bad / "model.safetensors"), metadata={"format": "pt"})
+    fast = FastModel(bad)
+    with pytest.raises(FastInexact, match="layer 0: silu of a value where it is not saturated"):
+        fast.step(ids[:1], fast.new_state(1))
+    slow = FastModel(bad, kernel="torch")
+    slow.step(ids[:1], slow.new_state(1))
 
 
 @pytest.mark.xdist_group("cpu-model")

@@ -127,7 +127,7 @@ def test_model_options(monkeypatch, capsysbinary, tmp_path):
     calls = []
 
     def fake(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True, decoding="speculative",
-             threads=None, checkpoint=None):
+             threads=None, checkpoint=None, executor="stock"):
         calls.append((ram_size, dtype, batch, prefill, decoding, threads))
         assert checkpoint is None or checkpoint == str(tmp_path)
         r = RunResult(console=b"hi\n", halt=Halt(Halt.EXIT, 0, exit_code=10), instructions=4, cycles=5,
