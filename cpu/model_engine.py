@@ -111,8 +111,20 @@ def compiler_digest() -> str:
     return h.hexdigest()
 
 
+_BUILT: dict = {}        # (ram size, build folder) -> the checkpoint folder found in this process
+
+
 def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None) -> Path:
-    """The compiled CPU's checkpoint folder, built if it is not cached yet."""
+    """The compiled CPU's checkpoint folder, built if it is not cached yet (found once per process:
+    the key needs the core elaborated and the compiler's sources read, seconds)."""
+    where = (ram_size, str(default_build_dir(build_dir)))
+    if where in _BUILT and (_BUILT[where] / "compile.json").is_file():
+        return _BUILT[where]
+    _BUILT[where] = _build_checkpoint(ram_size, build_dir, log)
+    return _BUILT[where]
+
+
+def _build_checkpoint(ram_size, build_dir, log) -> Path:
     from netlist2tf.assemble import assemble
     from netlist2tf.emit import emit_checkpoint
     from netlist2tf.frontend import synthesize

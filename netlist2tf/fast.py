@@ -497,7 +497,7 @@ def _structs():
                     ("conv_w", C.c_void_p), ("conv_b", C.c_void_p), ("conv_dim", C.c_int64), ("K", C.c_int64),
                     ("neg_exp_a", C.c_void_p), ("dt_bias", C.c_void_p), ("norm_w", C.c_void_p),
                     ("nk", C.c_int64), ("nv", C.c_int64), ("dk", C.c_int64), ("dv", C.c_int64),
-                    ("conv_state", C.c_void_p), ("rec", C.c_void_p)]
+                    ("conv_state", C.c_void_p), ("rec", C.c_void_p), ("live", C.c_void_p), ("n_live", C.c_int64)]
 
     MeanRsqrt = C.CFUNCTYPE(C.c_float, C.c_double, C.c_int64, C.c_double)
 
@@ -506,7 +506,8 @@ def _structs():
                     ("batch", C.c_int64), ("embed", C.c_void_p), ("final_n", C.c_void_p), ("head", Csr),
                     ("layers", C.POINTER(Layer)), ("eps", C.c_double), ("mean_rsqrt", MeanRsqrt),
                     ("scratch", C.c_void_p), ("err_layer", C.c_int64), ("err_op", C.c_int64),
-                    ("err_value", C.c_double)]
+                    ("err_value", C.c_double), ("cache_n", C.c_int64 * 64), ("cache_sum", C.c_double * 64),
+                    ("cache_val", C.c_float * 64), ("xd", C.c_void_p)]
     return Csr, Layer, Model, MeanRsqrt
 
 
@@ -541,7 +542,13 @@ class _CStep:
                 L.neg_exp_a = f32(-mixer.A_log.float().exp()).data_ptr()     # as the stock layer computes it
                 L.dt_bias, L.norm_w = f32(mixer.dt_bias).data_ptr(), f32(mixer.norm_w).data_ptr()
                 L.nk, L.nv, L.dk, L.dv = mixer.nk, mixer.nv, mixer.dk, mixer.dv
-                scratch = max(scratch, L.conv_dim + 2 * mixer.nv * mixer.dv + 2 * mixer.nv)
+                live = mixer.qkv.indptr[1:] > mixer.qkv.indptr[:-1]
+                if mixer.conv_b is not None:
+                    live |= mixer.conv_b != 0
+                live = self._keep(live.nonzero().flatten().to(torch.int32).contiguous())
+                L.live, L.n_live = live.data_ptr(), live.numel()
+                # mixed, z, a and b, the heads' outputs, then the key and query indices (int64)
+                scratch = max(scratch, L.conv_dim + 2 * mixer.nv * mixer.dv + 2 * mixer.nv + 4 * mixer.nk + 4)
                 self.deltanet.append(i)
         self.layers = layers
         self.cache = {}
@@ -564,6 +571,10 @@ class _CStep:
         m.embed, m.final_n = self.embed.data_ptr(), f32(fast.final_norm.scale).data_ptr()
         m.head, m.layers = csr(fast.head), layers
         m.eps, m.mean_rsqrt, m.scratch = fast.config["rms_norm_eps"], self.callback, self.scratch.data_ptr()
+        for i in range(64):
+            m.cache_n[i] = -1                    # empty slots
+        self.xd = torch.zeros(max(mat.shape[1] for mat in fast._matrices()) + 1, dtype=torch.float64)
+        m.xd = self.xd.data_ptr()
         self.model = m
         self.fn = lib.step
         self.fn.restype = C.c_int

@@ -31,6 +31,9 @@ typedef struct {
     int64_t nk, nv, dk, dv;
     float *conv_state;            /* batch x conv_dim x (K - 1) */
     float *rec;                   /* batch x nv x dk x dv */
+    const int32_t *live;          /* the channels whose projection row or bias is non-zero: the others
+                                     stay 0 (an empty row gives 0, its window stays 0, silu(0) = 0) */
+    int64_t n_live;
 } layer_t;
 
 typedef float (*mean_rsqrt_t)(double sum, int64_t n, double eps);
@@ -46,7 +49,26 @@ typedef struct {
     float *scratch;               /* large enough for every buffer of one row (see fast.py) */
     int64_t err_layer, err_op;
     double err_value;
+    int64_t cache_n[64];          /* (sum, n) -> rsqrt(mean + eps), filled from mean_rsqrt */
+    double cache_sum[64];
+    float cache_val[64];
+    double *xd;                   /* as many doubles as the widest product's input */
 } model_t;
+
+/* rsqrt(mean + eps) for n values summing to s: from the small table, else from the caller (torch) */
+static float mean_rsqrt(model_t *m, double s, int64_t n)
+{
+    uint64_t bits;
+    memcpy(&bits, &s, 8);
+    uint64_t slot = (bits * 0x9E3779B97F4A7C15ull + (uint64_t)n) >> 58;      /* 64 slots */
+    if (m->cache_n[slot] == n && m->cache_sum[slot] == s)
+        return m->cache_val[slot];
+    float r = m->mean_rsqrt(s, n, m->eps);
+    m->cache_n[slot] = n;
+    m->cache_sum[slot] = s;
+    m->cache_val[slot] = r;
+    return r;
+}
 
 enum { OK = 0, E_SILU = 1, E_SIGMOID = 2, E_SOFTPLUS = 3, E_DECAY = 4, E_KEY = 5, E_QUERY = 6, E_NORM = 7 };
 
@@ -73,12 +95,19 @@ static int fail(model_t *m, int64_t layer, int64_t op, double v)
     return (int)op;
 }
 
+static double *xd;               /* the input widened once per product (exactly): m->xd */
+
 static void spmv(const csr_t *a, const float *x, float *y, int64_t bf16)
 {
+    for (int64_t i = 0; i < a->cols; i++)
+        xd[i] = (double)x[i];
+    const int64_t *ip = a->indptr;
+    const int32_t *col = a->col;
+    const float *val = a->val;
     for (int64_t r = 0; r < a->rows; r++) {
         double acc = 0.0;
-        for (int64_t k = a->indptr[r]; k < a->indptr[r + 1]; k++)
-            acc += (double)a->val[k] * (double)x[a->col[k]];
+        for (int64_t k = ip[r]; k < ip[r + 1]; k++)
+            acc += (double)val[k] * xd[col[k]];
         y[r] = rnd((float)acc, bf16);
     }
 }
@@ -102,7 +131,7 @@ static int rms_norm(model_t *m, int64_t layer, const float *h, const float *scal
     }
     if ((double)(float)s != s)
         return fail(m, layer, E_NORM, s);
-    float r = m->mean_rsqrt(s, n, m->eps);
+    float r = mean_rsqrt(m, s, n);
     for (int64_t i = 0; i < n; i++)
         out[i] = rnd((h[i] * r) * scale[i], m->bf16);
     return OK;
@@ -117,7 +146,8 @@ static int deltanet(model_t *m, int64_t li, layer_t *L, int64_t b, const float *
     spmv(&L->z, x, z, bf);
     spmv(&L->ab, x, ab, bf);
     float *cs = L->conv_state + b * C * (K - 1);
-    for (int64_t c = 0; c < C; c++) {                  /* causal_conv1d_update, then silu */
+    for (int64_t ci = 0; ci < L->n_live; ci++) {       /* causal_conv1d_update, then silu */
+        const int64_t c = L->live[ci];
         float *st = cs + c * (K - 1);
         double acc = 0.0;
         for (int64_t k = 0; k < K - 1; k++)
@@ -137,6 +167,17 @@ static int deltanet(model_t *m, int64_t li, layer_t *L, int64_t b, const float *
     const float *q = mixed, *k = mixed + key_dim, *v = mixed + 2 * key_dim;
     const float sqrt_dk = (float)sqrt((double)dk);    /* query / dk ** 0.5 */
     float *rec = L->rec + b * nv * dk * dv;
+    int64_t *kidx = (int64_t *)(normed + nv * dv), *qidx = kidx + L->nk;
+    for (int64_t kh = 0; kh < L->nk; kh++) {           /* the one non-zero entry of each key and query */
+        const float *kk = k + kh * dk, *qq = q + kh * dk;
+        int64_t ki = -1, qi = -1;
+        for (int64_t i = 0; i < dk; i++) {
+            if (kk[i] != 0.0f) { if (ki >= 0) return fail(m, li, E_KEY, (double)kh); ki = i; }
+            if (qq[i] != 0.0f) { if (qi >= 0) return fail(m, li, E_QUERY, (double)kh); qi = i; }
+        }
+        kidx[kh] = ki;
+        qidx[kh] = qi;
+    }
     for (int64_t h = 0; h < nv; h++) {
         const float a = ab[h], bb = ab[nv + h];
         float beta;                                        /* b.sigmoid() */
@@ -152,11 +193,7 @@ static int deltanet(model_t *m, int64_t li, layer_t *L, int64_t b, const float *
         if (g != 0.0f)                                     /* exp(g) must be exactly 1 */
             return fail(m, li, E_DECAY, g);
         const float *kh = k + (h / group) * dk, *qh = q + (h / group) * dk;
-        int64_t ki = -1, qi = -1;
-        for (int64_t i = 0; i < dk; i++) {
-            if (kh[i] != 0.0f) { if (ki >= 0) return fail(m, li, E_KEY, (double)h); ki = i; }
-            if (qh[i] != 0.0f) { if (qi >= 0) return fail(m, li, E_QUERY, (double)h); qi = i; }
-        }
+        const int64_t ki = kidx[h / group], qi = qidx[h / group];
         float *S = rec + h * dk * dv;
         const float *vh = v + h * dv;
         if (ki >= 0) {                                     /* l2norm of a one-hot key */
@@ -186,7 +223,7 @@ static int deltanet(model_t *m, int64_t li, layer_t *L, int64_t b, const float *
         }
         if ((double)(float)s != s)
             return fail(m, li, E_NORM, s);
-        float r = m->mean_rsqrt(s, dv, m->eps);
+        float r = mean_rsqrt(m, s, dv);
         for (int64_t j = 0; j < dv; j++) {
             float y = rnd(rnd(core[j] * r, bf) * L->norm_w[j], bf), gz;
             if (silu(z[h * dv + j], &gz))
@@ -204,6 +241,7 @@ static int deltanet(model_t *m, int64_t li, layer_t *L, int64_t b, const float *
 int step(model_t *m, const int64_t *tokens, float *logits, float *hidden)
 {
     const int64_t D = m->D, bf = m->bf16, B = m->batch;
+    xd = m->xd;
     for (int64_t b = 0; b < B; b++) {
         float *h = m->scratch, *x = h + D, *o = x + D, *buf = o + D;
         memcpy(h, m->embed + tokens[b] * D, D * sizeof(float));
