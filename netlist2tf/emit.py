@@ -141,11 +141,10 @@ def load_hf_model(folder, dtype):
     return model.eval()
 
 
-def load_checkpoint(folder, dtype=None):
-    """(model, protocol, netlist, initial registers, meta) of an emitted folder; the initial memory
-    words are ``meta["initial_memory"]`` ({address: word}, keys as ints).
-
-    Raises Netlist2TFError naming the missing, malformed or changed file."""
+def read_checkpoint(folder):
+    """(protocol, netlist, meta) of an emitted folder, every check of ``load_checkpoint`` made but
+    the model not loaded (the fast executor loads the weights its own way); the initial memory words
+    are ``meta["initial_memory"]`` ({address: word}, keys as ints)."""
     folder = Path(folder)
     if not folder.is_dir():
         raise Netlist2TFError(f"{folder}: no such checkpoint folder; create one with `netlist2tf compile`")
@@ -158,10 +157,19 @@ def load_checkpoint(folder, dtype=None):
         raise Netlist2TFError(f"{folder} was written by another netlist2tf version (format "
                               f"{meta.get('format')!r}, this one reads {FORMAT}); recompile it")
     protocol, netlist = trace_side(folder, meta)
+    meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
+                              for name, words in meta.get("initial_memory", {}).items()}
+    return protocol, netlist, meta
+
+
+def load_checkpoint(folder, dtype=None):
+    """(model, protocol, netlist, initial registers, meta) of an emitted folder; the initial memory
+    words are ``meta["initial_memory"]`` ({address: word}, keys as ints).
+
+    Raises Netlist2TFError naming the missing, malformed or changed file."""
+    protocol, netlist, meta = read_checkpoint(folder)
     model = load_hf_model(folder, dtype or getattr(torch, meta.get("dtype", "float32"), torch.float32))
     if model.config.vocab_size != protocol.vocab_size:
         raise Netlist2TFError(f"{folder}: the model's vocabulary ({model.config.vocab_size}) does not "
                               f"match its trace protocol ({protocol.vocab_size}); recompile it")
-    meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
-                              for name, words in meta.get("initial_memory", {}).items()}
     return model, protocol, netlist, meta["initial_registers"], meta

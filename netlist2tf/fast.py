@@ -416,27 +416,16 @@ def load_fast_checkpoint(folder, dtype=None):
     """``emit.load_checkpoint``'s tuple with the model run by the fast executor: (FastTrace,
     protocol, netlist, initial registers, meta). The same checks of the folder (its files sealed,
     the protocol read from trace_protocol.json); FastUnsupported where the executor cannot run it."""
-    from .emit import FORMAT, read_meta, trace_side
+    from .emit import read_checkpoint
 
-    folder = Path(folder)
-    for name in ("config.json", "model.safetensors", "compile.json", "netlist.json", "trace_protocol.json"):
-        if not (folder / name).is_file():
-            raise Netlist2TFError(f"{folder} is not a netlist2tf checkpoint: {name} is missing; "
-                                  f"create one with `netlist2tf compile`")
-    if (folder / "merge.json").is_file():
+    if (Path(folder) / "merge.json").is_file():
         raise FastUnsupported(f"{folder} is a merged checkpoint: its base layers are a real model, which the "
                               f"fast executor does not run")
-    meta = read_meta(folder)
-    if meta.get("format") != FORMAT:
-        raise Netlist2TFError(f"{folder} was written by another netlist2tf version (format "
-                              f"{meta.get('format')!r}, this one reads {FORMAT}); recompile it")
-    protocol, netlist = trace_side(folder, meta)
+    protocol, netlist, meta = read_checkpoint(folder)
     fast = FastModel(folder, dtype or getattr(torch, meta.get("dtype", "float32"), torch.float32))
     if fast.vocab_size != protocol.vocab_size:
         raise Netlist2TFError(f"{folder}: the model's vocabulary ({fast.vocab_size}) does not match its "
                               f"trace protocol ({protocol.vocab_size}); recompile it")
-    meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
-                              for name, words in meta.get("initial_memory", {}).items()}
     return FastTrace(fast), protocol, netlist, meta["initial_registers"], meta
 
 

@@ -121,8 +121,9 @@ static inline int silu(float x, float *out)
     return 1;
 }
 
-/* Qwen3_5RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w), rounded to the dtype */
-static int rms_norm(model_t *m, int64_t layer, const float *h, const float *scale, int64_t n, float *out)
+/* rsqrt(mean(h^2) + eps) as torch computes it: the float32 squares summed exactly (which must be a
+ * float32 value, so that torch's sum in any order is the same), then torch's mean and rsqrt */
+static int norm_factor(model_t *m, int64_t layer, const float *h, int64_t n, float *r)
 {
     double s = 0.0;
     for (int64_t i = 0; i < n; i++) {
@@ -131,7 +132,17 @@ static int rms_norm(model_t *m, int64_t layer, const float *h, const float *scal
     }
     if ((double)(float)s != s)
         return fail(m, layer, E_NORM, s);
-    float r = mean_rsqrt(m, s, n);
+    *r = mean_rsqrt(m, s, n);
+    return OK;
+}
+
+/* Qwen3_5RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w), rounded to the dtype */
+static int rms_norm(model_t *m, int64_t layer, const float *h, const float *scale, int64_t n, float *out)
+{
+    float r;
+    int st = norm_factor(m, layer, h, n, &r);
+    if (st)
+        return st;
     for (int64_t i = 0; i < n; i++)
         out[i] = rnd((h[i] * r) * scale[i], m->bf16);
     return OK;
@@ -216,14 +227,10 @@ static int deltanet(model_t *m, int64_t li, layer_t *L, int64_t b, const float *
                 core[j] = 0.0f;
         }
         /* Qwen3_5RMSNormGated over the head's dv values, gate silu(z) */
-        double s = 0.0;
-        for (int64_t j = 0; j < dv; j++) {
-            float sq = core[j] * core[j];
-            s += (double)sq;
-        }
-        if ((double)(float)s != s)
-            return fail(m, li, E_NORM, s);
-        float r = mean_rsqrt(m, s, dv);
+        float r;
+        int st = norm_factor(m, li, core, dv, &r);
+        if (st)
+            return st;
         for (int64_t j = 0; j < dv; j++) {
             float y = rnd(rnd(core[j] * r, bf) * L->norm_w[j], bf), gz;
             if (silu(z[h * dv + j], &gz))
