@@ -394,7 +394,7 @@ def test_interrupted_compile_leaves_the_previous_checkpoint(tmp_path, build_dir)
         if now != old:                    # the signal came after the swap: a whole new checkpoint
             subprocess.run(base + ["--layers", "8"], check=True, capture_output=True, cwd=ROOT)
         hits += mid_write
-        if hits >= 2:
+        if hits:
             break
     assert hits >= 1, "no interruption landed while the folder was written"
     subprocess.run(base + ["--layers", "9"], check=True, capture_output=True, cwd=ROOT)
