@@ -333,7 +333,8 @@ def cmd_verify(args) -> int:
     tokens = args.cycles * args.batch * protocol.tokens_per_cycle
     rate = "" if args.resume else f"; {tokens / dt:,.0f} tokens/s"      # a resumed run did part of it
     print(f"{args.checkpoint}: the model equals the netlist simulator on every output and register in "
-          f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, {mode}, {args.executor} executor){rate}",
+          f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, {mode}"
+          f"{', fast executor' if args.executor == 'fast' else ''}){rate}",
           file=sys.stderr)
     return 0
 

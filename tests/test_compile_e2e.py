@@ -152,7 +152,7 @@ def test_cli_compile_and_verify(tmp_path, capsys, build_dir):
     assert cli.main(["verify", str(out), "--cycles", "30", "--batch", "2", "--dtype", "bfloat16"]) == 0
     assert "equals the netlist simulator on every output and register in 30 cycles x 2 rows" in capsys.readouterr().err
     assert cli.main(["verify", str(out), "--cycles", "200", "--batch", "3", "--teacher-forced"]) == 0
-    assert "in 200 cycles x 3 rows (float32, teacher-forced, stock executor)" in capsys.readouterr().err
+    assert "in 200 cycles x 3 rows (float32, teacher-forced)" in capsys.readouterr().err
     assert cli.main(["verify", str(out), "--teacher-forced", "--token-by-token"]) == 2
     assert "cannot be combined with --token-by-token" in capsys.readouterr().err
     progress = tmp_path / "progress.pt"
