@@ -91,6 +91,7 @@ def cmd_sim(args) -> int:
     if bar:
         bar.close()
     if args.outputs:
+        _outputs_file_is_ours(args, list(trace.outputs))
         with file_writer(args.outputs) as f:
             for k in range(trace.cycles):
                 row = {n: [int(x) for x in v[k]] if trace.batch > 1 else int(v[k, 0])
@@ -124,14 +125,31 @@ def cmd_sim(args) -> int:
     return 0
 
 
+def _outputs_file_is_ours(args, names):
+    """An existing --outputs file is replaced only if it holds this design's outputs (a JSON-lines
+    file of other ports, such as the stimulus, is the user's), or with --force."""
+    from .outputs import OutputError, first_line
+
+    path = Path(args.outputs)
+    if args.force or not path.is_file() or not path.stat().st_size:
+        return
+    try:
+        keys = set(json.loads(first_line(path)))
+    except (ValueError, TypeError):
+        keys = None
+    if keys != set(names):
+        raise OutputError(f"--outputs {path}: the file there is not this design's outputs (its first line has "
+                          f"{sorted(keys) if keys else 'no ports'}); it is left as it is: choose another path, "
+                          f"or add --force to replace it")
+
+
 def _dtype(name):
     import torch
     return {"float32": torch.float32, "bfloat16": torch.bfloat16}[name]
 
 
 def _compile_inputs(args):
-    """(synthesis result, netlist, target or None, default output folder name) for compile/report."""
-    import re
+    """(synthesis result, netlist, target or None) for compile/report."""
     from .frontend import synthesize
     from .ir import parse_netlist
     from .target import Target
@@ -143,7 +161,7 @@ def _compile_inputs(args):
     target = Target.from_config_json(args.target, layers=args.layers) if args.target else None
     result = synthesize(args.design, flow=args.flow, build_dir=args.build_dir, use_cache=not args.no_cache)
     netlist = parse_netlist(result.json_text, str(result.json_path))
-    return result, netlist, target, re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
+    return result, netlist, target
 
 
 def _gated(args):
@@ -203,7 +221,7 @@ def cmd_compile(args) -> int:
     from .emit import emit_checkpoint
 
     out = None if args.check_fit else _out_folder(args, "compiled")
-    result, netlist, target, name = _compile_inputs(args)
+    result, netlist, target = _compile_inputs(args)
     t0 = time.perf_counter()
     if args.check_fit:
         fit = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
@@ -235,7 +253,7 @@ def cmd_report(args) -> int:
     from .report import build_report, write_report
 
     out = _out_folder(args, "reports")
-    _, netlist, target, name = _compile_inputs(args)
+    _, netlist, target = _compile_inputs(args)
     compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
                         target=target, outputs=_kept(args), gated=_gated(args))
     js, page = write_report(build_report(netlist, compiled), out, force=args.force)

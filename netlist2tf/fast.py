@@ -182,8 +182,7 @@ class _DeltaNet:
         self.ab = _csr(torch.cat([get(prefix + "in_proj_a.weight"), get(prefix + "in_proj_b.weight")]))
         self.conv_w = get(prefix + "conv1d.weight").squeeze(1)         # (C, K)
         self.conv_w64 = self.conv_w.double()
-        bias_key = prefix + "conv1d.bias"
-        self.conv_b = get(bias_key) if get(bias_key, missing_ok=True) is not None else None
+        self.conv_b = get(prefix + "conv1d.bias", missing_ok=True)
         self.A_log, self.dt_bias = get(prefix + "A_log"), get(prefix + "dt_bias")
         self.norm_w = get(prefix + "norm.weight")
         self.out = _csr(get(prefix + "out_proj.weight"))

@@ -257,23 +257,15 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     from safetensors.torch import save_file
     from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 
-    from .emit import FORMAT as COMPILE_FORMAT, SEALED, read_meta, seal, trace_side
+    from .emit import read_checkpoint, seal
 
     log = log or (lambda msg: None)
     compiled_folder, base_folder, out_folder = Path(compiled_folder), Path(base_folder), Path(out_folder)
     check_output_folder(out_folder, "--out", force)
-    for name in ("compile.json", "netlist.json", "trace_protocol.json"):
-        if not (compiled_folder / name).is_file():
-            raise Netlist2TFError(f"{compiled_folder} is not a netlist2tf checkpoint: {name} is missing; "
-                                  f"create one with `netlist2tf compile`")
     if (compiled_folder / "merge.json").is_file():
         raise Netlist2TFError(f"{compiled_folder} is already a merged checkpoint; merge the compiled "
                               f"checkpoint it was made from")
-    meta = read_meta(compiled_folder)
-    if meta.get("format") != COMPILE_FORMAT:
-        raise Netlist2TFError(f"{compiled_folder} was written by another netlist2tf version (format "
-                              f"{meta.get('format')!r}, this one reads {COMPILE_FORMAT}); recompile it")
-    trace_side(compiled_folder, meta, SEALED)        # the weights, config and protocol are as compiled
+    read_checkpoint(compiled_folder)         # its files present and sealed: weights, config, protocol as compiled
     cpu = _Checkpoint(compiled_folder, "compiled checkpoint")
     base = _Checkpoint(base_folder, "base checkpoint")
     cc, bc = cpu.config, base.config

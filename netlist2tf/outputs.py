@@ -58,7 +58,7 @@ def ours_folder(folder: Path) -> str | None:
     return None
 
 
-def _first_line(path: Path) -> str:
+def first_line(path: Path) -> str:
     try:
         with open(path, "rb") as f:
             return f.readline(4096).decode("utf-8", "replace")
@@ -70,8 +70,8 @@ def _first_line(path: Path) -> str:
 FILE_KINDS = {
     "vcd": lambda p: "netlist2tf" in _head(p, 512),
     "netlist": lambda p: '"creator": "Yosys' in _head(p, 512),
-    "jsonl": lambda p: (lambda line: line.startswith("{") and _is_json(line))(_first_line(p).strip()),
-    "trace": lambda p: _first_line(p).startswith("pc="),
+    "jsonl": lambda p: (lambda line: line.startswith("{") and _is_json(line))(first_line(p).strip()),
+    "trace": lambda p: first_line(p).startswith("pc="),
     "progress": lambda p: _head(p, 64).startswith("PK") or _head(p, 8).startswith("\x80"),
 }
 
