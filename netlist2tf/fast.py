@@ -95,7 +95,7 @@ def _kernel():
         if lib is None:
             _KERNEL = False
         else:
-            _KERNEL = lib.spmv
+            _KERNEL = lib.n2t_spmv
             _KERNEL.restype = None
             _KERNEL.argtypes = [ctypes.c_int64] * 3 + [ctypes.c_void_p] * 5
     return _KERNEL or None
@@ -260,10 +260,11 @@ class FastModel:
     """A compiled checkpoint run sparsely (module docstring). ``step(tokens, state)`` feeds one token
     per batch row and returns the logits of the next position; ``generate`` runs greedily."""
 
-    def __init__(self, folder, dtype=None, kernel: str = "auto"):
-        """``kernel``: "c" (netlist2tf/csrc/step.c: the whole position in one call), "torch" (the
-        same operations as torch calls, one per operation: the reference), "auto": c where a C
-        compiler exists."""
+    def __init__(self, folder, dtype=None, kernel: str = "auto", head_tree: bool = True):
+        """``kernel``: "c" (netlist2tf/csrc/step.c: the whole position in one call, incremental),
+        "torch" (the same operations as torch calls, one per operation, every position from scratch:
+        the reference), "auto": c where a C compiler exists. ``head_tree``: the C kernel keeps the LM
+        head as a max tree where that is provably exact (False: by rows, the general path)."""
         from safetensors import safe_open
 
         folder = Path(folder)
@@ -327,7 +328,7 @@ class FastModel:
             lib = _library("step")
             if lib is None and kernel == "c":
                 raise FastUnsupported("the fast executor's C kernel cannot be built here (no C compiler)")
-            self.kernel = _CStep(self, lib) if lib is not None else None
+            self.kernel = _CStep(self, lib, head_tree) if lib is not None else None
 
     def _matrices(self):
         yield self.head
@@ -343,6 +344,12 @@ class FastModel:
         if self.kernel is not None:
             return self.kernel.state(batch)
         return [m.state(batch) if m is not None else None for _, m, _ in self.layers]
+
+    def state_bytes(self, state) -> int:
+        """The state's size in bytes (it does not grow with the trace)."""
+        if isinstance(state, _Rows):
+            return state.nbytes
+        return sum(t.numel() * t.element_size() for layer in state if layer for t in layer)
 
     @torch.no_grad()
     def step(self, tokens, state, hidden=None):
@@ -396,6 +403,20 @@ class FastTrace:
 
     def state_dict(self):
         raise FastUnsupported("the fast executor has no state dict; resume saved checks with --executor stock")
+
+    @property
+    def generates(self) -> bool:
+        """True where ``generate`` runs whole frames in the C kernel (netlist2tf.host uses it)."""
+        return self.fast.kernel is not None
+
+    def new_cache(self, batch: int) -> FastCache:
+        return FastCache(self.fast.new_state(batch), batch)
+
+    def generate(self, cache: FastCache, row: int, feed, end_mask, max_new: int) -> list:
+        """Feed ``feed`` to batch row ``row``, then generate greedily (each token fed too) until a
+        token whose ``end_mask`` entry is set or ``max_new`` tokens (the C kernel: no Python per
+        token). With nothing to feed the first token is the greedy choice after the row's last."""
+        return self.fast.kernel.generate(cache.state, row, feed, end_mask, max_new)
 
     @torch.no_grad()
     def __call__(self, input_ids, cache=None, **kw):
@@ -469,61 +490,155 @@ _OPS = {1: "silu of a value where it is not saturated", 2: "sigmoid of a value w
         3: "softplus inside its curved range", 4: "a DeltaNet decay that is not exactly 1",
         5: "a DeltaNet key with several non-zero entries (of head)",
         6: "a DeltaNet query with several non-zero entries (of head)",
-        7: "a mean square that float32 cannot hold exactly"}
+        7: "a mean square that float32 cannot hold exactly",
+        8: "a sum that double precision cannot be proved to hold exactly (bits needed beyond 53)"}
+
+
+def _csc(m: "_Sparse"):
+    """``m``'s non-zero entries by columns: (colptr int64, row int32, val float32), rows ascending
+    within a column."""
+    rows = torch.repeat_interleave(torch.arange(m.shape[0]), m.indptr[1:] - m.indptr[:-1])
+    order = torch.argsort(m.col * m.shape[0] + rows, stable=True)
+    colptr = torch.zeros(m.shape[1] + 1, dtype=torch.int64)
+    colptr[1:] = torch.cumsum(torch.bincount(m.col, minlength=m.shape[1]), 0)
+    return colptr.contiguous(), rows[order].to(torch.int32).contiguous(), m.val[order].contiguous()
+
+
+def _exactness_bound(m: "_Sparse") -> tuple[int, int]:
+    """(l1, wlow) for the kernel's exactness checks (step.c): every weight is a multiple of 2^wlow and
+    every row's sum of absolute weights is below 2^l1 (with one bit of margin for that sum's own
+    rounding); l1 - wlow very negative for an all-zero matrix."""
+    if m.nnz == 0:
+        return -(1 << 20), 0
+    u = m.val.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+    e, mant = (u >> 23) & 0xFF, u & 0x7FFFFF
+    if bool((e == 255).any()):
+        raise FastUnsupported("a weight is infinite or NaN; the fast executor cannot prove its sums exact")
+    sig = torch.where(e == 0, mant, mant | 0x800000)
+    tz = torch.log2((sig & -sig).double()).to(torch.int64)             # trailing zeros (a power of two)
+    low = int(torch.where(e == 0, tz - 149, tz + e - 150).min())
+    rows = torch.repeat_interleave(torch.arange(m.shape[0]), m.indptr[1:] - m.indptr[:-1])
+    l1 = torch.zeros(m.shape[0], dtype=torch.float64).index_add_(0, rows, m.val.abs().double())
+    return math.frexp(float(l1.max()))[1] + 1, low
+
+
+def _head_tree(m: "_Sparse", csc):
+    """The LM head's columns as runs for step.c's max tree over S rows (S a power of two >= rows):
+    each column's non-zero weights cut into runs of 2^k equal weights on 2^k-aligned rows, each run
+    a tree node (root 1, row i's leaf S + i). Returns S and (tptr int64, node int32, weight float32),
+    grouped by column."""
+    import numpy as np
+
+    colptr, row, val = (t.numpy() for t in csc)
+    S = 1
+    while S < m.shape[0]:
+        S *= 2
+    col = np.repeat(np.arange(m.shape[1]), np.diff(colptr))
+    start = np.ones(row.size, dtype=bool)            # a run starts where the column, the row sequence
+    start[1:] = (col[1:] != col[:-1]) | (row[1:] != row[:-1] + 1) | (val[1:] != val[:-1])   # or the weight breaks
+    first = np.flatnonzero(start)
+    ends = np.append(first[1:], row.size)
+    cols, nodes, weights = [], [], []
+    for f, e in zip(first.tolist(), ends.tolist()):
+        a, b, c, w = int(row[f]), int(row[e - 1]) + 1, int(col[f]), float(val[f])
+        while a < b:                                  # the largest aligned power of two at a
+            size = a & -a if a else S
+            while a + size > b:
+                size //= 2
+            cols.append(c)
+            nodes.append((S + a) // size)
+            weights.append(w)
+            a += size
+    cols = np.asarray(cols, dtype=np.int64)
+    tptr = np.zeros(m.shape[1] + 1, dtype=np.int64)
+    tptr[1:] = np.cumsum(np.bincount(cols, minlength=m.shape[1]))
+    return S, (torch.from_numpy(tptr), torch.tensor(nodes, dtype=torch.int32),
+               torch.tensor(weights, dtype=torch.float32))
 
 
 def _structs():
     import ctypes as C
 
-    class Csr(C.Structure):
-        _fields_ = [("rows", C.c_int64), ("cols", C.c_int64), ("indptr", C.c_void_p), ("col", C.c_void_p),
-                    ("val", C.c_void_p)]
+    class Mat(C.Structure):
+        _fields_ = [("rows", C.c_int64), ("cols", C.c_int64), ("colptr", C.c_void_p), ("row", C.c_void_p),
+                    ("val", C.c_void_p), ("bound", C.c_int64)]
 
     class Layer(C.Structure):
-        _fields_ = [("kind", C.c_int64), ("n1", C.c_void_p), ("n2", C.c_void_p), ("gate_up", Csr), ("down", Csr),
-                    ("neurons", C.c_int64), ("qkv", Csr), ("z", Csr), ("ab", Csr), ("out", Csr),
+        _fields_ = [("kind", C.c_int64), ("n1", C.c_void_p), ("n2", C.c_void_p), ("gate_up", Mat), ("down", Mat),
+                    ("neurons", C.c_int64), ("qkv", Mat), ("z", Mat), ("ab", Mat), ("out", Mat),
                     ("conv_w", C.c_void_p), ("conv_b", C.c_void_p), ("conv_dim", C.c_int64), ("K", C.c_int64),
                     ("neg_exp_a", C.c_void_p), ("dt_bias", C.c_void_p), ("norm_w", C.c_void_p),
                     ("nk", C.c_int64), ("nv", C.c_int64), ("dk", C.c_int64), ("dv", C.c_int64),
-                    ("conv_state", C.c_void_p), ("rec", C.c_void_p), ("live", C.c_void_p), ("n_live", C.c_int64)]
+                    ("live", C.c_void_p), ("n_live", C.c_int64), ("lagged", C.c_void_p)]
 
     MeanRsqrt = C.CFUNCTYPE(C.c_float, C.c_double, C.c_int64, C.c_double)
 
     class Model(C.Structure):
         _fields_ = [("D", C.c_int64), ("V", C.c_int64), ("n_layers", C.c_int64), ("bf16", C.c_int64),
-                    ("batch", C.c_int64), ("embed", C.c_void_p), ("final_n", C.c_void_p), ("head", Csr),
+                    ("embed", C.c_void_p), ("final_n", C.c_void_p), ("head", Mat),
                     ("layers", C.POINTER(Layer)), ("eps", C.c_double), ("mean_rsqrt", MeanRsqrt),
-                    ("scratch", C.c_void_p), ("err_layer", C.c_int64), ("err_op", C.c_int64),
-                    ("err_value", C.c_double), ("cache_n", C.c_int64 * 64), ("cache_sum", C.c_double * 64),
-                    ("cache_val", C.c_float * 64), ("xd", C.c_void_p)]
-    return Csr, Layer, Model, MeanRsqrt
+                    ("err_layer", C.c_int64), ("err_op", C.c_int64), ("err_value", C.c_double),
+                    ("cache_n", C.c_int64 * 64), ("cache_sum", C.c_double * 64), ("cache_val", C.c_float * 64),
+                    ("flag", C.c_void_p), ("list", C.c_void_p), ("max_len", C.c_int64),
+                    ("positions", C.c_int64), ("resets", C.c_int64), ("blocks_computed", C.c_int64),
+                    ("updates", C.c_int64), ("updates_head", C.c_int64), ("tree", C.c_int64),
+                    ("tptr", C.c_void_p), ("tnode", C.c_void_p), ("tw", C.c_void_p),
+                    ("head_l1", C.c_int64), ("head_wlow", C.c_int64)]
+    return Mat, Layer, Model, MeanRsqrt
+
+
+class _Rows:
+    """The C kernel's state for a batch: one row_t per batch row (every vector of the forward as of
+    the last position, the DeltaNet windows and states, the products' exact sums: a constant size,
+    ``nbytes``), freed with this object."""
+
+    def __init__(self, lib, model, batch):
+        import ctypes as C
+
+        self.lib, self.rows = lib, []
+        for _ in range(batch):
+            r = lib.n2t_row_new(C.byref(model))
+            if not r:
+                raise MemoryError("the fast executor's state for one batch row does not fit in memory")
+            self.rows.append(r)
+        self.nbytes = sum(lib.n2t_row_bytes(r) for r in self.rows)
+
+    def __len__(self):
+        return len(self.rows)
+
+    def __del__(self):
+        for r in getattr(self, "rows", []):
+            self.lib.n2t_row_free(r)
+        self.rows = []
 
 
 class _CStep:
     """The C kernel bound to one FastModel (it keeps every array the C structs point to alive)."""
 
-    def __init__(self, fast: "FastModel", lib):
+    def __init__(self, fast: "FastModel", lib, tree: bool = True):
+        """``tree``: the LM head as a max tree where its sums are provably exact in the output dtype
+        (else, or with False, by rows)."""
         import ctypes as C
 
-        Csr, Layer, Model, MeanRsqrt = _structs()
+        Mat, Layer, Model, MeanRsqrt = _structs()
         self.keep = []
         f32 = lambda t: self._keep(t.detach().to(torch.float32).contiguous())      # noqa: E731
+        longest = [fast.embed.shape[1], fast.vocab_size]
 
-        def csr(m: _Sparse):
-            self.keep += [m.indptr, m.col32, m.val]
-            return Csr(m.shape[0], m.shape[1], m.indptr.data_ptr(), m.col32.data_ptr(), m.val.data_ptr())
+        def mat(m: _Sparse, csc=None):
+            colptr, row, val = self._keep(csc or _csc(m))
+            longest.extend(m.shape)
+            l1, wlow = _exactness_bound(m)
+            return Mat(m.shape[0], m.shape[1], colptr.data_ptr(), row.data_ptr(), val.data_ptr(), l1 - wlow)
 
         layers = (Layer * len(fast.layers))()
-        self.deltanet = []
-        scratch = 0
         for i, ((n1, n2), mixer, mlp) in enumerate(fast.layers):
             L = layers[i]
             L.kind = 0 if mixer is None else 1
             L.n1, L.n2 = f32(n1.scale).data_ptr(), f32(n2.scale).data_ptr()
-            L.gate_up, L.down, L.neurons = csr(mlp.gate_up), csr(mlp.down), mlp.neurons
-            scratch = max(scratch, 3 * mlp.neurons)
+            L.gate_up, L.down, L.neurons = mat(mlp.gate_up), mat(mlp.down), mlp.neurons
             if mixer is not None:
-                L.qkv, L.z, L.ab, L.out = csr(mixer.qkv), csr(mixer.z), csr(mixer.ab), csr(mixer.out)
+                L.qkv, L.z, L.ab, L.out = mat(mixer.qkv), mat(mixer.z), mat(mixer.ab), mat(mixer.out)
                 L.conv_w = f32(mixer.conv_w).data_ptr()
                 L.conv_b = f32(mixer.conv_b).data_ptr() if mixer.conv_b is not None else None
                 L.conv_dim, L.K = mixer.conv_w.shape
@@ -535,9 +650,9 @@ class _CStep:
                     live |= mixer.conv_b != 0
                 live = self._keep(live.nonzero().flatten().to(torch.int32).contiguous())
                 L.live, L.n_live = live.data_ptr(), live.numel()
-                # mixed, z, a and b, the heads' outputs, then the key and query indices (int64)
-                scratch = max(scratch, L.conv_dim + 2 * mixer.nv * mixer.dv + 2 * mixer.nv + 4 * mixer.nk + 4)
-                self.deltanet.append(i)
+                lagged = self._keep((mixer.conv_w[:, :-1] != 0).any(1).to(torch.uint8).contiguous())
+                L.lagged = lagged.data_ptr()
+                longest.append(mixer.nv * mixer.dv)
         self.layers = layers
         self.cache = {}
 
@@ -550,23 +665,39 @@ class _CStep:
                 self.cache[key] = float(torch.rsqrt(v.mean(-1, keepdim=True) + eps))
             return self.cache[key]
         self.callback = MeanRsqrt(mean_rsqrt)
-        D = fast.embed.shape[1]
-        self.scratch = torch.zeros(3 * D + scratch + 16, dtype=torch.float32)
         self.embed = f32(fast.embed)
         m = Model()
-        m.D, m.V, m.n_layers = D, fast.vocab_size, len(fast.layers)
+        m.D, m.V, m.n_layers = fast.embed.shape[1], fast.vocab_size, len(fast.layers)
         m.bf16 = int(fast.dtype == torch.bfloat16)
         m.embed, m.final_n = self.embed.data_ptr(), f32(fast.final_norm.scale).data_ptr()
-        m.head, m.layers = csr(fast.head), layers
-        m.eps, m.mean_rsqrt, m.scratch = fast.config["rms_norm_eps"], self.callback, self.scratch.data_ptr()
+        head_csc = _csc(fast.head)
+        m.head, m.layers = mat(fast.head, head_csc), layers
+        m.head_l1, m.head_wlow = _exactness_bound(fast.head)
+        if tree:
+            m.tree, arrays = _head_tree(fast.head, head_csc)
+            m.tptr, m.tnode, m.tw = (t.data_ptr() for t in self._keep(arrays))
+        m.eps, m.mean_rsqrt = fast.config["rms_norm_eps"], self.callback
         for i in range(64):
             m.cache_n[i] = -1                    # empty slots
-        self.xd = torch.zeros(max(mat.shape[1] for mat in fast._matrices()) + 1, dtype=torch.float64)
-        m.xd = self.xd.data_ptr()
+        m.max_len = max(longest)
+        self.flag = self._keep(torch.zeros(m.max_len, dtype=torch.uint8))
+        self.list = self._keep(torch.zeros(m.max_len, dtype=torch.int32))
+        m.flag, m.list = self.flag.data_ptr(), self.list.data_ptr()
         self.model = m
-        self.fn = lib.step
-        self.fn.restype = C.c_int
-        self.fn.argtypes = [C.POINTER(Model), C.c_void_p, C.c_void_p, C.c_void_p]
+        lib.n2t_row_new.restype = C.c_void_p
+        lib.n2t_row_new.argtypes = [C.POINTER(Model)]
+        lib.n2t_row_free.restype = None
+        lib.n2t_row_free.argtypes = [C.c_void_p]
+        lib.n2t_row_bytes.restype = C.c_int64
+        lib.n2t_row_bytes.argtypes = [C.c_void_p]
+        lib.n2t_row_last.restype = C.c_int64
+        lib.n2t_row_last.argtypes = [C.c_void_p]
+        lib.n2t_step.restype = C.c_int
+        lib.n2t_step.argtypes = [C.POINTER(Model), C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p]
+        lib.n2t_generate.restype = C.c_int
+        lib.n2t_generate.argtypes = [C.POINTER(Model), C.c_void_p, C.c_void_p, C.c_int64, C.c_void_p, C.c_int64,
+                                 C.c_void_p, C.POINTER(C.c_int64)]
+        self.lib = lib
         self.fast = fast
 
     def _keep(self, t):
@@ -574,36 +705,54 @@ class _CStep:
         return t
 
     def state(self, batch):
-        out = []
-        for (_, mixer, _) in self.fast.layers:
-            if mixer is None:
-                out.append(None)
-            else:
-                out.append([torch.zeros(batch, mixer.conv_w.shape[0], mixer.K - 1, dtype=torch.float32),
-                            torch.zeros(batch, mixer.nv, mixer.dk, mixer.dv, dtype=torch.float32)])
-        return out
+        return _Rows(self.lib, self.model, batch)
+
+    def _check(self, status):
+        if status == 0:
+            return
+        m = self.model
+        if status == 10:
+            raise Netlist2TFError(f"token {int(m.err_value)} is outside the vocabulary (0..{m.V - 1})")
+        where = "the final norm or LM head" if m.err_layer == len(self.fast.layers) else f"layer {m.err_layer}"
+        raise FastInexact(f"{self.fast.folder}: {where}: {_OPS.get(m.err_op, m.err_op)} "
+                          f"({m.err_value:g}): the fast executor's C kernel is exact only where every "
+                          f"such value is; run this checkpoint with --executor stock")
 
     def __call__(self, tokens, state, hidden=None):
         import ctypes as C
 
-        toks = torch.as_tensor(tokens, dtype=torch.int64).reshape(-1).contiguous()
-        B = toks.numel()
-        for i in self.deltanet:
-            conv, rec = state[i]
-            if conv.shape[0] != B:
-                raise Netlist2TFError(f"a state for {conv.shape[0]} rows fed {B} tokens")
-            self.layers[i].conv_state, self.layers[i].rec = conv.data_ptr(), rec.data_ptr()
-        self.model.batch = B
-        logits = torch.empty(B, self.model.V, dtype=torch.float32)
-        buf = None if hidden is None else torch.empty(self.model.n_layers + 1, B, self.model.D, dtype=torch.float32)
-        status = self.fn(C.byref(self.model), toks.data_ptr(), logits.data_ptr(),
-                         None if buf is None else buf.data_ptr())
-        if status:
-            m = self.model
-            where = "the final norm" if m.err_layer == len(self.fast.layers) else f"layer {m.err_layer}"
-            raise FastInexact(f"{self.fast.folder}: {where}: {_OPS.get(m.err_op, m.err_op)} "
-                              f"({m.err_value:g}): the fast executor's C kernel is exact only where every "
-                              f"such value is; run this checkpoint with --executor stock")
+        toks = torch.as_tensor(tokens, dtype=torch.int64).reshape(-1).tolist()
+        B = len(toks)
+        if not isinstance(state, _Rows) or len(state) != B:
+            raise Netlist2TFError(f"a state for {len(state)} rows fed {B} tokens")
+        m = self.model
+        logits = torch.empty(B, m.V, dtype=torch.float32)
+        buf = None if hidden is None else torch.empty(B, m.n_layers + 1, m.D, dtype=torch.float32)
+        for b, t in enumerate(toks):
+            self._check(self.lib.n2t_step(C.byref(m), state.rows[b], t, logits[b].data_ptr(),
+                                      None if buf is None else buf[b].data_ptr()))
         if hidden is not None:
-            hidden.extend(t.to(self.fast.dtype) for t in buf)
+            hidden.extend(buf[:, i].to(self.fast.dtype) for i in range(m.n_layers + 1))
         return logits.to(self.fast.dtype)
+
+    def generate(self, state, row: int, feed, end_mask, max_new: int) -> list:
+        """Feed ``feed`` to batch row ``row``, then generate greedily until a token whose ``end_mask``
+        entry is set (a uint8 tensor over the vocabulary, or None) or ``max_new`` tokens; every
+        generated token is fed too. Returns the generated tokens."""
+        import ctypes as C
+
+        f = torch.as_tensor(list(feed), dtype=torch.int64)
+        out = torch.empty(max(max_new, 1), dtype=torch.int64)
+        n = C.c_int64(0)
+        self._check(self.lib.n2t_generate(C.byref(self.model), state.rows[row], f.data_ptr(), f.numel(),
+                                      None if end_mask is None else end_mask.data_ptr(), max_new,
+                                      out.data_ptr(), C.byref(n)))
+        return out[:n.value].tolist()
+
+    def counters(self):
+        """Work done since the model was loaded: positions computed, products or norms recomputed from
+        scratch (their exactness bound failed from the changes alone), blocks of 64 logits scanned
+        again for their maximum, weights applied to changed inputs (all, the LM head's)."""
+        m = self.model
+        return {"positions": int(m.positions), "resets": int(m.resets), "blocks": int(m.blocks_computed),
+                "updates": int(m.updates), "head updates": int(m.updates_head)}

@@ -73,7 +73,9 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
 
     prompt_tokens = len(seqs[0])
     with single_thread():
-        if protocol.gated:
+        if getattr(model, "generates", False):
+            run = _run_generating(model, protocol, inputs, cycles, B, seqs, until)
+        elif protocol.gated:
             run = _run_gated(protocol, inputs, cycles, B, seqs, pending, feed, outputs, registers, until)
         else:
             run = _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers, until)
@@ -93,6 +95,46 @@ def single_thread(n: int = 1):
         yield
     finally:
         torch.set_num_threads(threads)
+
+
+def _run_generating(model, protocol, inputs, cycles, B, seqs, until) -> ModelRun:
+    """The run loop for a model that generates whole frames itself (``model.generate``: the fast
+    executor's C kernel): per cycle and row, one call feeds the pending tokens (the prompt, that
+    cycle's input tokens) and generates the frame until its last token (gated protocols: the frame's
+    length depends on the gate) or the longest frame. The same frames, tokens and errors as the
+    token-by-token loops (``_run``, ``_run_gated``): rows are independent."""
+    gen = protocol.generated
+    n_gen = len(gen)
+    end = None
+    if protocol.gated:
+        end = torch.zeros(protocol.vocab_size, dtype=torch.uint8)
+        per = 1 << protocol.chunk_bits
+        for parity in (0, 1):
+            first = protocol._base(gen[-1][0], gen[-1][1], parity)
+            end[first:first + per] = 1
+    cache = model.new_cache(B)
+    pending = [list(s) for s in seqs]
+    fed = [bool(p) for p in pending]
+    outputs, registers, writes, counts = ([[] for _ in range(B)] for _ in range(4))
+    for cycle in range(cycles):
+        frames = []
+        for row in range(B):
+            host = protocol.input_tokens(cycle, inputs[row][cycle] if cycle < len(inputs[row]) else {})
+            fed[row] = fed[row] or bool(host)
+            if not fed[row]:
+                raise Netlist2TFError("nothing to run: the design has no inputs and an empty prompt")
+            toks = model.generate(cache, row, pending[row] + host, end, n_gen)
+            pending[row] = []
+            seqs[row] += host + toks
+            outs, regs = protocol.decode_frame(cycle, toks)          # raises TraceError naming a bad frame
+            frames.append(Frame(outs, regs, protocol.decode_writes(toks)))
+            outputs[row].append(outs)
+            registers[row].append(regs)
+            writes[row].append(frames[-1].writes)
+            counts[row].append(len(toks))
+        if until is not None and until(cycle, frames):
+            break
+    return ModelRun(outputs, registers, seqs, writes, counts)
 
 
 def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers, until) -> ModelRun:

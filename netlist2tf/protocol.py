@@ -187,6 +187,25 @@ class TraceProtocol:
     def token(self, f: Field) -> int:
         return self._base(f.kind, f.chunk, f.parity) + f.value
 
+    def fields(self, tokens) -> list[Field]:
+        """``field`` of each token, the kinds' token ranges computed once (a frame's decoding)."""
+        per = 1 << self.chunk_bits
+        spans, offset = [], 0
+        for k in KINDS:
+            span = 2 * len(self.chunks_of(k)) * per
+            spans.append((k, offset, offset + span))
+            offset += span
+        out = []
+        for token in tokens:
+            for k, lo, hi in spans:
+                if lo <= token < hi:
+                    rel = token - lo
+                    out.append(Field(k, rel // (2 * per), (rel // per) % 2, rel % per))
+                    break
+            else:
+                raise TraceError(f"token {token} is outside the trace vocabulary (0..{offset - 1})")
+        return out
+
     def field(self, token: int) -> Field:
         if not 0 <= token < self.vocab_size:
             raise TraceError(f"token {token} is outside the trace vocabulary (0..{self.vocab_size - 1})")
@@ -332,8 +351,7 @@ class TraceProtocol:
         gate = len(tokens) == full
         expect = [(k, j, self.parity_of(k, cycle % 2)) for k, j in self.frame_kinds(gate)]
         values = []
-        for pos, (tok, want) in enumerate(zip(tokens, expect)):
-            f = self.field(tok)
+        for pos, (f, want) in enumerate(zip(self.fields(tokens), expect)):
             if (f.kind, f.chunk, f.parity) != want:
                 raise TraceError(f"cycle {cycle}, token {pos}: got {f.kind} chunk {f.chunk} parity "
                                  f"{f.parity}, expected {want[0]} chunk {want[1]} parity {want[2]}")
@@ -367,7 +385,7 @@ class TraceProtocol:
     def decode_writes(self, tokens: list[int]) -> dict:
         """The memory writes of a frame's generated tokens (already checked by ``decode_frame``):
         {memory: (address, word)}, address None where the port's group is disabled."""
-        values = {(f.kind, f.chunk): f.value for f in map(self.field, tokens)}
+        values = {(f.kind, f.chunk): f.value for f in self.fields(tokens)}
         writes = {}
         for p in self.ports:
             ma = self._unpack([values[(MA, j)] for j in p.ma], [("en", 1), ("addr", p.addr_width)])

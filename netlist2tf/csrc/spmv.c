@@ -7,7 +7,7 @@
  * -ffast-math and with -ffp-contract=off: the order of the additions is the loop's, nothing else. */
 #include <stdint.h>
 
-void spmv(int64_t rows, int64_t batch, int64_t n_in, const int64_t *indptr, const int64_t *col,
+void n2t_spmv(int64_t rows, int64_t batch, int64_t n_in, const int64_t *indptr, const int64_t *col,
           const float *val, const float *x, float *y)
 {
     for (int64_t b = 0; b < batch; b++) {

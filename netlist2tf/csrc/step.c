@@ -1,27 +1,67 @@
-/* One position of a compiled Qwen3.5 checkpoint's forward, for netlist2tf.fast (the "c" kernel).
+/* The fast executor's C kernel (netlist2tf.fast, kernel "c"): a compiled Qwen3.5 checkpoint's forward
+ * one position at a time, computed INCREMENTALLY and exactly.
  *
- * Every operation mirrors the stock transformers operation on the same values in the same dtype
- * (float32, or bfloat16 held in floats and rounded to nearest-even after each operation that the
- * stock forward rounds); the sparse products accumulate in double (exact for the compiled models).
- * The non-linear functions are evaluated only where every correct implementation gives the same
- * float (silu and sigmoid saturated or at 0, softplus beyond its threshold or underflowing, a decay
- * of exactly 1, one-hot or zero DeltaNet keys and queries); any other input stops the step with a
- * status naming the layer and the operation, and the caller runs the checkpoint with stock
- * transformers instead. Norms' mean squares come from the caller (``mean_rsqrt``: torch computes
- * rsqrt(mean + eps) for that sum, so the reduction's own rounding is torch's).
- * Compiled without -ffast-math and with -ffp-contract=off. */
+ * A compiled model's activations change little from one position to the next (the CPU's next token
+ * changes a few bits of the residual stream; most of its state is the same), so every vector of the
+ * forward is kept per batch row from the previous position with the list of entries that changed this
+ * position (index and previous value), and every stage recomputes only what depends on a changed
+ * entry:
+ *
+ *   - a weight product y = W x keeps its exact sums in double (acc, one per output row) and, for each
+ *     changed input x_j, subtracts W[:, j] * old and adds W[:, j] * new (W stored by columns: CSC);
+ *     only the touched rows are rounded to the output dtype and compared with their previous value;
+ *   - an RMSNorm keeps its exact sum of float32 squares the same way; a changed rsqrt recomputes
+ *     every output, an unchanged one only the changed entries;
+ *   - the residual adds, the FFN's silu(gate) * up, the short convolution (a channel whose window
+ *     and input are all one value is a fixed point and is skipped), the DeltaNet keys and queries
+ *     (counted non-zero entries per head), the delta rule's heads and the gated norm likewise;
+ *   - the greedy token is the arg max over per-block maxima of the logits (blocks of 64 rows),
+ *     kept as rows change (a block is scanned again only when its maximum row falls).
+ *
+ * Exactness, proved per product rather than assumed: every product of two float32 values is exact in
+ * double; if every weight is a multiple of 2^wlow, every input value that ever entered the sums a
+ * multiple of 2^xlow, the rows' absolute sums of weights below 2^l1 and those inputs below 2^xexp in
+ * magnitude, then a change new - old is a multiple of 2^xlow below 2^(xexp + 1), its product with a
+ * weight a multiple of 2^(wlow + xlow) below 2^(l1 + xexp + 1), and every partial sum the kernel
+ * forms (the exact sum of a row's products with the inputs updated so far) a multiple of
+ * 2^(wlow + xlow) below 2^(l1 + xexp): double holds all of them exactly while
+ * l1 + xexp + 1 - wlow - xlow <= 53, so each subtraction, product and addition is exact, in any
+ * order, and acc is the exact sum of W[r, :] x. The kernel checks this bound for every product at
+ * every position (from the new inputs only: the bounds are running minima and maxima); where it
+ * fails it recomputes the product from scratch with the current inputs' bounds, and where that fails
+ * too it stops (E_SUM). The same bound on the squares proves the norms' sums. The exact sum rounded
+ * once to float32 (and then to bfloat16, where the stock layer's output is bfloat16) is the stock
+ * layer's result wherever the stock float32 accumulation is exact, which is what the compiler
+ * engineers (its pre-activations are integers well inside float32's exact range) and
+ * tests/test_fast.py checks against stock transformers.
+ *
+ * Every element-wise operation mirrors the stock transformers operation on the same values in the
+ * same dtype (bfloat16 held in floats, rounded to nearest-even after each operation the stock forward
+ * rounds). The non-linear functions are evaluated only where every correct implementation gives the
+ * same float (silu and sigmoid saturated or at 0, softplus beyond its threshold or underflowing, a
+ * decay of exactly 1, one-hot or zero DeltaNet keys and queries); any other input stops the step with
+ * a status naming the layer and the operation, and the caller runs stock transformers instead. Norms'
+ * rsqrt(mean + eps) comes from the caller (torch) for the exact sum. After a non-zero status a row's
+ * state is unusable. Compiled without -ffast-math and with -ffp-contract=off. */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
-typedef struct { int64_t rows, cols; const int64_t *indptr; const int32_t *col; const float *val; } csr_t;
+typedef struct {                  /* a weight matrix by columns (CSC) */
+    int64_t rows, cols;
+    const int64_t *colptr;        /* column j: entries colptr[j] .. colptr[j + 1] - 1 */
+    const int32_t *row;
+    const float *val;
+    int64_t bound;                /* l1 - wlow (see above); very negative for an empty matrix */
+} mat_t;
 
 typedef struct {
-    int64_t kind;                 /* 0: silent attention, 1: DeltaNet */
+    int64_t kind;                 /* 0: silent attention (skipped), 1: DeltaNet */
     const float *n1, *n2;         /* 1 + norm weight, float32, D each */
-    csr_t gate_up, down;          /* MLP: gate rows, then up rows (neurons each) */
+    mat_t gate_up, down;          /* MLP: gate rows, then up rows (neurons each) */
     int64_t neurons;
-    csr_t qkv, z, ab, out;        /* DeltaNet projections */
+    mat_t qkv, z, ab, out;        /* DeltaNet projections */
     const float *conv_w;          /* conv_dim x K */
     const float *conv_b;          /* conv_dim, or NULL */
     int64_t conv_dim, K;
@@ -29,33 +69,210 @@ typedef struct {
     const float *dt_bias;         /* nv */
     const float *norm_w;          /* dv */
     int64_t nk, nv, dk, dv;
-    float *conv_state;            /* batch x conv_dim x (K - 1) */
-    float *rec;                   /* batch x nv x dk x dv */
-    const int32_t *live;          /* the channels whose projection row or bias is non-zero: the others
-                                     stay 0 (an empty row gives 0, its window stays 0, silu(0) = 0) */
+    const int32_t *live;          /* channels whose projection row or bias is non-zero (the others stay 0) */
     int64_t n_live;
+    const uint8_t *lagged;        /* per channel: a tap other than the last (lag 0) is non-zero; the
+                                     others' output depends on the current input only: no window */
 } layer_t;
 
 typedef float (*mean_rsqrt_t)(double sum, int64_t n, double eps);
 
 typedef struct {
-    int64_t D, V, n_layers, bf16, batch;
+    int64_t D, V, n_layers, bf16;
     const float *embed;           /* V x D */
     const float *final_n;         /* D */
-    csr_t head;
+    mat_t head;
     layer_t *layers;
     double eps;
     mean_rsqrt_t mean_rsqrt;
-    float *scratch;               /* large enough for every buffer of one row (see fast.py) */
     int64_t err_layer, err_op;
     double err_value;
     int64_t cache_n[64];          /* (sum, n) -> rsqrt(mean + eps), filled from mean_rsqrt */
     double cache_sum[64];
     float cache_val[64];
-    double *xd;                   /* as many doubles as the widest product's input */
+    uint8_t *flag;                /* scratch, as many as the longest vector, all 0 between uses */
+    int32_t *list;                /* scratch, as long */
+    int64_t max_len;
+    int64_t positions, resets;    /* counters: positions computed, products recomputed from scratch */
+    int64_t blocks_computed;      /* counter: blocks of 64 logits scanned again for their maximum */
+    int64_t updates;              /* counter: weights applied to changed inputs */
+    int64_t updates_head;         /* of which the LM head's */
+    int64_t tree;                 /* S, a power of two >= V: the LM head's max tree; 0: rows only */
+    const int64_t *tptr;          /* per head column: its weights as (tree node, weight), each node a */
+    const int32_t *tnode;         /* run of 2^k rows, 2^k-aligned, of one weight (tptr[j] .. ) */
+    const float *tw;
+    int64_t head_l1, head_wlow;   /* the head's l1 and wlow (its bound is l1 - wlow) */
 } model_t;
 
-/* rsqrt(mean + eps) for n values summing to s: from the small table, else from the caller (torch) */
+enum { OK = 0, E_SILU = 1, E_SIGMOID = 2, E_SOFTPLUS = 3, E_DECAY = 4, E_KEY = 5, E_QUERY = 6, E_NORM = 7,
+       E_SUM = 8, E_ALLOC = 9, E_TOKEN = 10 };
+
+/* -- per-row state ------------------------------------------------------------------------------ */
+
+typedef struct { float *v; int32_t *idx; float *old; int64_t n, len; } vec_t;   /* values + this position's changes */
+typedef struct { double *acc; vec_t out; int32_t xlow, xexp; } prod_t;
+typedef struct { double s; int32_t low, exp; float r; vec_t out; } norm_t;
+
+typedef struct {
+    norm_t n1, n2;
+    prod_t qkv, z, ab, out, gate_up, down;
+    vec_t mixed, core, act, h1, h2;      /* conv + silu output; heads' gated output; silu(g) * u; residuals */
+    float *window;                       /* conv_dim x (K - 1), oldest first */
+    int32_t *active;                     /* channels to recompute next position (window not a fixed point) */
+    int64_t n_active;
+    int32_t *kcount, *qcount;            /* per key head: non-zero entries of the key / query */
+    int64_t *ksum, *qsum;                /* and the sum of their indices (the index when there is one) */
+    float *rec;                          /* nv x dk x dv */
+    int32_t *prev_qi;                    /* per value head: the query index and value read last position */
+    float *prev_qv;
+    uint8_t *zdirty;                     /* per value head, scratch */
+} lrow_t;
+
+typedef struct {
+    vec_t h0;
+    norm_t nf;
+    prod_t head;
+    lrow_t *L;
+    float *bmax;                         /* per block of 64 logits: the max and its first index */
+    int32_t *bidx;
+    uint8_t *stale;                      /* blocks to scan again */
+    int64_t last;                        /* the greedy token after the last position */
+    int64_t on_tree;                     /* the LM head is kept as the max tree (else by rows) */
+    double *lz, *mx;                     /* the tree: per node, the weights' sum added to its whole run,
+                                            and the largest row sum beneath it (lz included) */
+    int32_t *tlist;                      /* scratch: dirty nodes, by level */
+    int64_t *tcount;
+    uint8_t *tdirty;
+    void **blocks;                       /* every allocation, freed by row_free */
+    int64_t n_blocks, cap_blocks;
+    int64_t bytes;
+} row_t;
+
+static void *row_alloc(row_t *r, int64_t n, int64_t size)
+{
+    if (r->n_blocks == r->cap_blocks) {
+        int64_t cap = r->cap_blocks ? 2 * r->cap_blocks : 64;
+        void **b = realloc(r->blocks, cap * sizeof(void *));
+        if (!b)
+            return NULL;
+        r->blocks = b;
+        r->cap_blocks = cap;
+    }
+    void *p = calloc(n > 0 ? n : 1, size);
+    if (p) {
+        r->blocks[r->n_blocks++] = p;
+        r->bytes += n * size;
+    }
+    return p;
+}
+
+void n2t_row_free(row_t *r)
+{
+    if (!r)
+        return;
+    for (int64_t i = 0; i < r->n_blocks; i++)
+        free(r->blocks[i]);
+    free(r->blocks);
+    free(r);
+}
+
+static int vec_init(row_t *r, vec_t *v, int64_t len)
+{
+    v->len = len;
+    v->n = 0;
+    v->v = row_alloc(r, len, sizeof(float));
+    v->idx = row_alloc(r, len, sizeof(int32_t));
+    v->old = row_alloc(r, len, sizeof(float));
+    return v->v && v->idx && v->old;
+}
+
+static int prod_init(row_t *r, prod_t *p, const mat_t *W)
+{
+    p->acc = row_alloc(r, W->rows, sizeof(double));
+    p->xlow = 1 << 20;                   /* no input yet: the bound holds */
+    p->xexp = -(1 << 20);
+    return p->acc && vec_init(r, &p->out, W->rows);
+}
+
+static int norm_init(row_t *r, norm_t *n, int64_t D)
+{
+    n->s = 0.0;
+    n->low = 1 << 20;
+    n->exp = -(1 << 20);
+    n->r = NAN;                          /* no factor yet: the first position computes every output */
+    return vec_init(r, &n->out, D);
+}
+
+int64_t n2t_row_bytes(const row_t *r) { return r->bytes; }
+
+/* A new row: every vector 0 (the value of every stage for an all-zero input, except the convolution's
+ * biased channels and the norms, which the first position computes in full). NULL if out of memory. */
+row_t *n2t_row_new(const model_t *m)
+{
+    row_t *r = calloc(1, sizeof(row_t));
+    if (!r)
+        return NULL;
+    int ok = vec_init(r, &r->h0, m->D) && norm_init(r, &r->nf, m->D) && prod_init(r, &r->head, &m->head);
+    r->L = row_alloc(r, m->n_layers, sizeof(lrow_t));
+    int64_t nb = (m->V + 63) / 64;
+    r->bmax = row_alloc(r, nb, sizeof(float));
+    r->bidx = row_alloc(r, nb, sizeof(int32_t));
+    r->stale = row_alloc(r, nb, 1);
+    ok = ok && r->L && r->bmax && r->bidx && r->stale;
+    if (ok && m->tree) {
+        const int64_t S = m->tree;
+        r->on_tree = 1;
+        r->lz = row_alloc(r, 2 * S, sizeof(double));
+        r->mx = row_alloc(r, 2 * S, sizeof(double));
+        r->tlist = row_alloc(r, 4 * S, sizeof(int32_t));
+        r->tcount = row_alloc(r, 64, sizeof(int64_t));
+        r->tdirty = row_alloc(r, 2 * S, 1);
+        ok = r->lz && r->mx && r->tlist && r->tcount && r->tdirty;
+        for (int64_t n = 2 * S - 1; ok && n >= 1; n--)     /* every row sum 0; rows past V: -inf */
+            r->mx[n] = n >= S ? (n - S < m->V ? 0.0 : -INFINITY) : fmax(r->mx[2 * n], r->mx[2 * n + 1]);
+    }
+    for (int64_t b = 0; ok && b < nb; b++)
+        r->bidx[b] = (int32_t)(b * 64);
+    for (int64_t li = 0; ok && li < m->n_layers; li++) {
+        const layer_t *L = &m->layers[li];
+        lrow_t *R = &r->L[li];
+        ok = norm_init(r, &R->n2, m->D) && prod_init(r, &R->gate_up, &L->gate_up) &&
+             prod_init(r, &R->down, &L->down) && vec_init(r, &R->act, L->neurons) &&
+             vec_init(r, &R->h1, m->D) && vec_init(r, &R->h2, m->D);
+        if (ok && L->kind == 1) {
+            const int64_t C = L->conv_dim;
+            ok = norm_init(r, &R->n1, m->D) && prod_init(r, &R->qkv, &L->qkv) && prod_init(r, &R->z, &L->z) &&
+                 prod_init(r, &R->ab, &L->ab) && prod_init(r, &R->out, &L->out) &&
+                 vec_init(r, &R->mixed, C) && vec_init(r, &R->core, L->nv * L->dv);
+            R->window = row_alloc(r, C * (L->K - 1), sizeof(float));
+            R->active = row_alloc(r, C, sizeof(int32_t));
+            R->kcount = row_alloc(r, L->nk, sizeof(int32_t));
+            R->qcount = row_alloc(r, L->nk, sizeof(int32_t));
+            R->ksum = row_alloc(r, L->nk, sizeof(int64_t));
+            R->qsum = row_alloc(r, L->nk, sizeof(int64_t));
+            R->rec = row_alloc(r, L->nv * L->dk * L->dv, sizeof(float));
+            R->prev_qi = row_alloc(r, L->nv, sizeof(int32_t));
+            R->prev_qv = row_alloc(r, L->nv, sizeof(float));
+            R->zdirty = row_alloc(r, L->nv, 1);
+            ok = ok && R->window && R->active && R->kcount && R->qcount && R->ksum && R->qsum && R->rec &&
+                 R->prev_qi && R->prev_qv && R->zdirty;
+            if (ok) {
+                memcpy(R->active, L->live, L->n_live * sizeof(int32_t));      /* the first position: all */
+                R->n_active = L->n_live;
+                for (int64_t h = 0; h < L->nv; h++)
+                    R->prev_qi[h] = -2;          /* never read: the first position computes every head */
+            }
+        }
+    }
+    if (!ok) {
+        n2t_row_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* -- helpers ------------------------------------------------------------------------------------ */
+
 static float mean_rsqrt(model_t *m, double s, int64_t n)
 {
     uint64_t bits;
@@ -69,8 +286,6 @@ static float mean_rsqrt(model_t *m, double s, int64_t n)
     m->cache_val[slot] = r;
     return r;
 }
-
-enum { OK = 0, E_SILU = 1, E_SIGMOID = 2, E_SOFTPLUS = 3, E_DECAY = 4, E_KEY = 5, E_QUERY = 6, E_NORM = 7 };
 
 static inline float rnd(float x, int64_t bf16)
 {
@@ -95,20 +310,33 @@ static int fail(model_t *m, int64_t layer, int64_t op, double v)
     return (int)op;
 }
 
-static double *xd;               /* the input widened once per product (exactly): m->xd */
-
-static void spmv(const csr_t *a, const float *x, float *y, int64_t bf16)
+/* x != 0: x is a multiple of 2^low and |x| < 2^hi; returns 1 for an infinity or NaN */
+static inline int bits_of(float x, int32_t *low, int32_t *hi)
 {
-    for (int64_t i = 0; i < a->cols; i++)
-        xd[i] = (double)x[i];
-    const int64_t *ip = a->indptr;
-    const int32_t *col = a->col;
-    const float *val = a->val;
-    for (int64_t r = 0; r < a->rows; r++) {
-        double acc = 0.0;
-        for (int64_t k = ip[r]; k < ip[r + 1]; k++)
-            acc += (double)val[k] * xd[col[k]];
-        y[r] = rnd((float)acc, bf16);
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    const uint32_t e = (u >> 23) & 0xffu, mant = u & 0x7fffffu;
+    if (e == 255u)
+        return 1;
+    if (e == 0u) {                                  /* subnormal: mant * 2^-149 */
+        *low = __builtin_ctz(mant) - 149;
+        *hi = 32 - __builtin_clz(mant) - 149;
+    } else {
+        *low = __builtin_ctz(mant | 0x800000u) + (int32_t)e - 150;
+        *hi = (int32_t)e - 126;
+    }
+    return 0;
+}
+
+/* record v->v[i] = x as a change (an equal value, -0.0 against 0.0 included, is no change) */
+static inline void set(vec_t *v, int64_t i, float x)
+{
+    const float o = v->v[i];
+    if (x != o || x != x) {
+        v->idx[v->n] = (int32_t)i;
+        v->old[v->n] = o;
+        v->n++;
+        v->v[i] = x;
     }
 }
 
@@ -121,74 +349,296 @@ static inline int silu(float x, float *out)
     return 1;
 }
 
-/* rsqrt(mean(h^2) + eps) as torch computes it: the float32 squares summed exactly (which must be a
- * float32 value, so that torch's sum in any order is the same), then torch's mean and rsqrt */
-static int norm_factor(model_t *m, int64_t layer, const float *h, int64_t n, float *r)
+/* -- stages ------------------------------------------------------------------------------------- */
+
+/* y = W x from x's changes (module comment: the exactness bound, checked every call) */
+/* the running bounds (module comment) widened by x's new values in the columns that feed W (a
+ * column without weights adds nothing); 0 if a new value is infinite or NaN anywhere (stock's
+ * product with a zero weight is NaN then) */
+static int widen(const mat_t *W, const vec_t *x, int32_t *lo, int32_t *hi)
 {
-    double s = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        float sq = h[i] * h[i];
-        s += (double)sq;
+    int32_t l, h;
+    for (int64_t k = 0; k < x->n; k++) {
+        const int64_t j = x->idx[k];
+        const float v = x->v[j];
+        if (v != 0.0f) {
+            if (bits_of(v, &l, &h))
+                return 0;
+            if (W->colptr[j + 1] > W->colptr[j]) {
+                if (l < *lo) *lo = l;
+                if (h > *hi) *hi = h;
+            }
+        }
     }
-    if ((double)(float)s != s)
-        return fail(m, layer, E_NORM, s);
-    *r = mean_rsqrt(m, s, n);
+    return 1;
+}
+
+/* the bounds of every value of x in the columns that feed W; 0 for an infinite or NaN value */
+static int bounds(const mat_t *W, const float *x, int32_t *lo, int32_t *hi)
+{
+    int32_t l, h;
+    *lo = 1 << 20;
+    *hi = -(1 << 20);
+    for (int64_t j = 0; j < W->cols; j++) {
+        if (x[j] != 0.0f) {
+            if (bits_of(x[j], &l, &h))
+                return 0;
+            if (W->colptr[j + 1] > W->colptr[j]) {
+                if (l < *lo) *lo = l;
+                if (h > *hi) *hi = h;
+            }
+        }
+    }
+    return 1;
+}
+
+static int product_(model_t *m, int64_t li, const mat_t *W, prod_t *p, const vec_t *x, int force)
+{
+    p->out.n = 0;
+    if (x->n == 0 && !force)
+        return OK;
+    int32_t lo = p->xlow, hi = p->xexp;
+    const int finite = widen(W, x, &lo, &hi) && !force;
+    const int32_t *row = W->row;
+    const float *val = W->val;
+    uint8_t *flag = m->flag;
+    int32_t *touched = m->list;
+    int64_t nt = 0;
+    if (finite && W->bound + hi - lo <= 52) {
+        p->xlow = lo;
+        p->xexp = hi;
+        double *acc = p->acc;
+        for (int64_t k = 0; k < x->n; k++) {
+            const int64_t j = x->idx[k];
+            const double dx = (double)x->v[j] - (double)x->old[k];      /* exact (bound) */
+            m->updates += W->colptr[j + 1] - W->colptr[j];
+            for (int64_t e = W->colptr[j]; e < W->colptr[j + 1]; e++) {
+                const int32_t r = row[e];
+                acc[r] += (double)val[e] * dx;
+                touched[nt] = r;
+                nt += !flag[r];
+                flag[r] = 1;
+            }
+        }
+    } else {                                        /* from scratch, with the current inputs' bounds */
+        m->resets++;
+        if (!bounds(W, x->v, &lo, &hi))
+            return fail(m, li, E_SUM, INFINITY);
+        if (W->bound + hi - lo > 52)
+            return fail(m, li, E_SUM, (double)(W->bound + hi + 1 - lo));
+        p->xlow = lo;
+        p->xexp = hi;
+        memset(p->acc, 0, W->rows * sizeof(double));
+        for (int64_t j = 0; j < W->cols; j++) {
+            const double xv = (double)x->v[j];
+            if (xv != 0.0)
+                for (int64_t e = W->colptr[j]; e < W->colptr[j + 1]; e++)
+                    p->acc[row[e]] += (double)val[e] * xv;
+        }
+        for (int64_t r = 0; r < W->rows; r++) {
+            flag[r] = 1;
+            touched[nt++] = (int32_t)r;
+        }
+    }
+    for (int64_t k = 0; k < nt; k++) {
+        const int32_t r = touched[k];
+        flag[r] = 0;
+        set(&p->out, r, rnd((float)p->acc[r], m->bf16));
+    }
     return OK;
 }
 
-/* Qwen3_5RMSNorm: x * rsqrt(mean(x^2) + eps) * (1 + w), rounded to the dtype */
-static int rms_norm(model_t *m, int64_t layer, const float *h, const float *scale, int64_t n, float *out)
+static int product(model_t *m, int64_t li, const mat_t *W, prod_t *p, const vec_t *x)
 {
-    float r;
-    int st = norm_factor(m, layer, h, n, &r);
-    if (st)
+    return product_(m, li, W, p, x, 0);
+}
+
+/* Qwen3_5RMSNorm of h from h's changes: x * rsqrt(mean(x^2) + eps) * (1 + w), rounded to the dtype.
+ * The sum of the float32 squares is kept exactly (the same bound as a product's); it must be a float32
+ * value, so that torch's float32 sum of those squares in any order is that sum. */
+static int norm(model_t *m, int64_t li, norm_t *N, const vec_t *h, const float *scale, int64_t D)
+{
+    const int64_t bf = m->bf16;
+    N->out.n = 0;
+    if (h->n == 0 && N->r == N->r)
+        return OK;
+    int32_t lo = N->low, hi = N->exp, l, e;
+    for (int64_t k = 0; k < h->n; k++) {
+        const float v = h->v[h->idx[k]], sq = v * v;
+        if (sq != 0.0f) {
+            if (bits_of(sq, &l, &e))
+                return fail(m, li, E_NORM, (double)v);
+            if (l < lo) lo = l;
+            if (e > hi) hi = e;
+        }
+    }
+    int32_t logD = 0;
+    while ((1ll << logD) < D)
+        logD++;
+    if (logD + hi - lo <= 53) {
+        for (int64_t k = 0; k < h->n; k++) {
+            const float o = h->old[k], v = h->v[h->idx[k]];
+            N->s -= (double)(o * o);
+            N->s += (double)(v * v);
+        }
+    } else {
+        m->resets++;
+        lo = 1 << 20;
+        hi = -(1 << 20);
+        double s = 0.0;
+        for (int64_t i = 0; i < D; i++) {
+            const float sq = h->v[i] * h->v[i];
+            if (sq != 0.0f) {
+                if (bits_of(sq, &l, &e))
+                    return fail(m, li, E_NORM, (double)h->v[i]);
+                if (l < lo) lo = l;
+                if (e > hi) hi = e;
+            }
+            s += (double)sq;
+        }
+        if (logD + hi - lo > 53)
+            return fail(m, li, E_SUM, (double)(logD + hi - lo));
+        N->s = s;
+    }
+    N->low = lo;
+    N->exp = hi;
+    if ((double)(float)N->s != N->s)
+        return fail(m, li, E_NORM, N->s);
+    const float r = mean_rsqrt(m, N->s, D);
+    if (r != N->r) {
+        N->r = r;
+        for (int64_t i = 0; i < D; i++)
+            set(&N->out, i, rnd((h->v[i] * r) * scale[i], bf));
+    } else {
+        for (int64_t k = 0; k < h->n; k++) {
+            const int64_t i = h->idx[k];
+            set(&N->out, i, rnd((h->v[i] * r) * scale[i], bf));
+        }
+    }
+    return OK;
+}
+
+/* out = h + o, rounded, from the changes of both */
+static void residual(model_t *m, vec_t *out, const vec_t *h, const vec_t *o)
+{
+    const int64_t bf = m->bf16;
+    uint8_t *flag = m->flag;
+    int32_t *list = m->list;
+    int64_t n = 0;
+    out->n = 0;
+    for (int64_t k = 0; k < h->n; k++)
+        if (!flag[h->idx[k]]) { flag[h->idx[k]] = 1; list[n++] = h->idx[k]; }
+    for (int64_t k = 0; k < o->n; k++)
+        if (!flag[o->idx[k]]) { flag[o->idx[k]] = 1; list[n++] = o->idx[k]; }
+    for (int64_t k = 0; k < n; k++) {
+        const int32_t i = list[k];
+        flag[i] = 0;
+        set(out, i, rnd(h->v[i] + o->v[i], bf));
+    }
+}
+
+/* the FFN: down(silu(gate(x)) * up(x)) */
+static int mlp(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const vec_t *x)
+{
+    const int64_t bf = m->bf16, N = L->neurons;
+    int st;
+    if ((st = product(m, li, &L->gate_up, &R->gate_up, x)))
         return st;
-    for (int64_t i = 0; i < n; i++)
-        out[i] = rnd((h[i] * r) * scale[i], m->bf16);
-    return OK;
+    const vec_t *gu = &R->gate_up.out;
+    uint8_t *flag = m->flag;
+    int32_t *list = m->list;
+    int64_t n = 0;
+    R->act.n = 0;
+    for (int64_t k = 0; k < gu->n; k++) {
+        const int32_t j = gu->idx[k] < N ? gu->idx[k] : (int32_t)(gu->idx[k] - N);
+        if (!flag[j]) { flag[j] = 1; list[n++] = j; }
+    }
+    for (int64_t k = 0; k < n; k++)
+        flag[list[k]] = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const int32_t j = list[k];
+        float s;
+        if (silu(gu->v[j], &s))
+            return fail(m, li, E_SILU, gu->v[j]);
+        set(&R->act, j, rnd(rnd(s, bf) * gu->v[N + j], bf));
+    }
+    return product(m, li, &L->down, &R->down, &R->act);
 }
 
-static int deltanet(model_t *m, int64_t li, layer_t *L, int64_t b, const float *x, float *out, float *buf)
+/* count the non-zero entries of a key or query head as one of its channels changes */
+static inline void count(int32_t *cnt, int64_t *sum, int64_t head, int64_t i, float old, float now)
 {
-    const int64_t bf = m->bf16, C = L->conv_dim, K = L->K, nv = L->nv, dk = L->dk, dv = L->dv;
+    if (old != 0.0f) { cnt[head]--; sum[head] -= i; }
+    if (now != 0.0f) { cnt[head]++; sum[head] += i; }
+}
+
+/* one Qwen3_5GatedDeltaNet layer, recurrent, from x's changes; its output is R->out.out */
+static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const vec_t *x)
+{
+    const int64_t bf = m->bf16, K = L->K, nv = L->nv, dk = L->dk, dv = L->dv;
     const int64_t key_dim = L->nk * dk, group = nv / L->nk;
-    float *mixed = buf, *z = mixed + C, *ab = z + nv * dv, *normed = ab + 2 * nv;
-    spmv(&L->qkv, x, mixed, bf);
-    spmv(&L->z, x, z, bf);
-    spmv(&L->ab, x, ab, bf);
-    float *cs = L->conv_state + b * C * (K - 1);
-    for (int64_t ci = 0; ci < L->n_live; ci++) {       /* causal_conv1d_update, then silu */
-        const int64_t c = L->live[ci];
-        float *st = cs + c * (K - 1);
+    int st;
+    if ((st = product(m, li, &L->qkv, &R->qkv, x)) || (st = product(m, li, &L->z, &R->z, x)) ||
+        (st = product(m, li, &L->ab, &R->ab, x)))
+        return st;
+    /* causal_conv1d_update + silu on the channels whose input changed or whose window is moving */
+    const vec_t *in = &R->qkv.out;
+    uint8_t *flag = m->flag;
+    int32_t *list = m->list;
+    int64_t n = 0;
+    for (int64_t k = 0; k < R->n_active; k++)
+        if (!flag[R->active[k]]) { flag[R->active[k]] = 1; list[n++] = R->active[k]; }
+    for (int64_t k = 0; k < in->n; k++)
+        if (!flag[in->idx[k]]) { flag[in->idx[k]] = 1; list[n++] = in->idx[k]; }
+    R->n_active = 0;
+    R->mixed.n = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const int32_t c = list[k];
+        flag[c] = 0;
+        const float cur = in->v[c];
         double acc = 0.0;
-        for (int64_t k = 0; k < K - 1; k++)
-            acc += (double)L->conv_w[c * K + k] * (double)st[k];
-        acc += (double)L->conv_w[c * K + K - 1] * (double)mixed[c];
+        if (L->lagged[c]) {                         /* the window's taps, then the current input's */
+            float *w = R->window + c * (K - 1);
+            int fixed = 1;
+            for (int64_t t = 0; t < K - 1; t++) {
+                acc += (double)L->conv_w[c * K + t] * (double)w[t];
+                fixed &= (w[t] == cur);
+            }
+            for (int64_t t = 0; t + 1 < K - 1; t++)
+                w[t] = w[t + 1];
+            w[K - 2] = cur;
+            if (!fixed)
+                R->active[R->n_active++] = c;
+        }                                           /* else: products with 0 taps add exactly 0 */
+        acc += (double)L->conv_w[c * K + K - 1] * (double)cur;
         if (L->conv_b)
             acc += (double)L->conv_b[c];
-        for (int64_t k = 0; k + 1 < K - 1; k++)
-            st[k] = st[k + 1];
-        st[K - 2] = mixed[c];
-        float o = rnd((float)acc, bf);
-        float s;
+        float o = rnd((float)acc, bf), s;
         if (silu(o, &s))
             return fail(m, li, E_SILU, o);
-        mixed[c] = rnd(s, bf);
+        set(&R->mixed, c, rnd(s, bf));
     }
-    const float *q = mixed, *k = mixed + key_dim, *v = mixed + 2 * key_dim;
+    const vec_t *mx = &R->mixed;
+    for (int64_t k = 0; k < mx->n; k++) {              /* keep the keys' and queries' non-zero counts */
+        const int64_t c = mx->idx[k];
+        if (c < key_dim)
+            count(R->qcount, R->qsum, c / dk, c % dk, mx->old[k], mx->v[c]);
+        else if (c < 2 * key_dim)
+            count(R->kcount, R->ksum, (c - key_dim) / dk, (c - key_dim) % dk, mx->old[k], mx->v[c]);
+    }
+    for (int64_t kh = 0; kh < L->nk; kh++) {
+        if (R->kcount[kh] > 1)
+            return fail(m, li, E_KEY, (double)kh);
+        if (R->qcount[kh] > 1)
+            return fail(m, li, E_QUERY, (double)kh);
+    }
+    const vec_t *z = &R->z.out;
+    memset(R->zdirty, 0, nv);
+    for (int64_t k = 0; k < z->n; k++)
+        R->zdirty[z->idx[k] / dv] = 1;
+    const float *q = mx->v, *kk = mx->v + key_dim, *v = mx->v + 2 * key_dim, *ab = R->ab.out.v;
     const float sqrt_dk = (float)sqrt((double)dk);    /* query / dk ** 0.5 */
-    float *rec = L->rec + b * nv * dk * dv;
-    int64_t *kidx = (int64_t *)(normed + nv * dv), *qidx = kidx + L->nk;
-    for (int64_t kh = 0; kh < L->nk; kh++) {           /* the one non-zero entry of each key and query */
-        const float *kk = k + kh * dk, *qq = q + kh * dk;
-        int64_t ki = -1, qi = -1;
-        for (int64_t i = 0; i < dk; i++) {
-            if (kk[i] != 0.0f) { if (ki >= 0) return fail(m, li, E_KEY, (double)kh); ki = i; }
-            if (qq[i] != 0.0f) { if (qi >= 0) return fail(m, li, E_QUERY, (double)kh); qi = i; }
-        }
-        kidx[kh] = ki;
-        qidx[kh] = qi;
-    }
+    R->core.n = 0;
     for (int64_t h = 0; h < nv; h++) {
         const float a = ab[h], bb = ab[nv + h];
         float beta;                                        /* b.sigmoid() */
@@ -203,23 +653,27 @@ static int deltanet(model_t *m, int64_t li, layer_t *L, int64_t b, const float *
         float g = L->neg_exp_a[h] * sp;
         if (g != 0.0f)                                     /* exp(g) must be exactly 1 */
             return fail(m, li, E_DECAY, g);
-        const float *kh = k + (h / group) * dk, *qh = q + (h / group) * dk;
-        const int64_t ki = kidx[h / group], qi = qidx[h / group];
-        float *S = rec + h * dk * dv;
+        const int64_t kh = h / group;
+        const int64_t ki = R->kcount[kh] ? R->ksum[kh] : -1, qi = R->qcount[kh] ? R->qsum[kh] : -1;
+        float *S = R->rec + h * dk * dv;
         const float *vh = v + h * dv;
-        if (ki >= 0) {                                     /* l2norm of a one-hot key */
-            float kv = kh[ki];
-            float kn = kv * (1.0f / sqrtf(kv * kv + 1e-6f));
+        if (ki >= 0) {                                     /* l2norm of a one-hot key, then the rule */
+            const float kv = kk[kh * dk + ki];
+            const float kn = kv * (1.0f / sqrtf(kv * kv + 1e-6f));
             float *row = S + ki * dv;
             for (int64_t j = 0; j < dv; j++) {
                 float delta = (vh[j] - row[j] * kn) * beta;
                 row[j] = row[j] + kn * delta;
             }
         }
-        float *core = normed + h * dv;
+        const float qv = qi >= 0 ? q[kh * dk + qi] : 0.0f;
+        if (!(ki >= 0 && ki == qi) && !R->zdirty[h] && qi == R->prev_qi[h] && qv == R->prev_qv[h])
+            continue;                                      /* its output is last position's */
+        R->prev_qi[h] = (int32_t)qi;
+        R->prev_qv[h] = qv;
+        float core[dv];
         if (qi >= 0) {
-            float qv = qh[qi];
-            float qn = (qv * (1.0f / sqrtf(qv * qv + 1e-6f))) / sqrt_dk;
+            const float qn = (qv * (1.0f / sqrtf(qv * qv + 1e-6f))) / sqrt_dk;
             for (int64_t j = 0; j < dv; j++)
                 core[j] = rnd(S[qi * dv + j] * qn, bf);
         } else {
@@ -227,66 +681,223 @@ static int deltanet(model_t *m, int64_t li, layer_t *L, int64_t b, const float *
                 core[j] = 0.0f;
         }
         /* Qwen3_5RMSNormGated over the head's dv values, gate silu(z) */
-        float r;
-        int st = norm_factor(m, li, core, dv, &r);
-        if (st)
-            return st;
+        double s = 0.0;
+        for (int64_t j = 0; j < dv; j++)
+            s += (double)(core[j] * core[j]);
+        if ((double)(float)s != s)
+            return fail(m, li, E_NORM, s);
+        const float r = mean_rsqrt(m, s, dv);
         for (int64_t j = 0; j < dv; j++) {
             float y = rnd(rnd(core[j] * r, bf) * L->norm_w[j], bf), gz;
-            if (silu(z[h * dv + j], &gz))
-                return fail(m, li, E_SILU, z[h * dv + j]);
-            core[j] = rnd(y * gz, bf);
+            if (silu(z->v[h * dv + j], &gz))
+                return fail(m, li, E_SILU, z->v[h * dv + j]);
+            set(&R->core, h * dv + j, rnd(y * gz, bf));
         }
     }
-    spmv(&L->out, normed, out, bf);
+    return product(m, li, &L->out, &R->out, &R->core);
+}
+
+/* The LM head by rows (a product like the others) and the greedy token: the arg max of the logits,
+ * the first of equal maxima (as torch.argmax), from per-block maxima kept as rows change: a row that
+ * rises above its block's maximum (or equals it at a lower index) becomes the block's; a block whose
+ * maximum row falls is scanned again (64 rows). ``force``: the product from scratch. */
+static int head_rows(model_t *m, row_t *r, int force)
+{
+    const int64_t before = m->updates;
+    int st = product_(m, m->n_layers, &m->head, &r->head, &r->nf.out, force);
+    if (st)
+        return st;
+    m->updates_head += m->updates - before;
+    const vec_t *lg = &r->head.out;
+    const int64_t V = m->V, nb = (V + 63) / 64;
+    if (force)
+        memset(r->stale, 1, nb);
+    for (int64_t k = 0; k < lg->n; k++) {
+        const int32_t i = lg->idx[k], b = i >> 6;
+        if (r->stale[b])
+            continue;
+        const float v = lg->v[i];
+        if (i == r->bidx[b]) {
+            if (v < r->bmax[b])
+                r->stale[b] = 1;
+            else
+                r->bmax[b] = v;
+        } else if (v > r->bmax[b] || (v == r->bmax[b] && i < r->bidx[b])) {
+            r->bmax[b] = v;
+            r->bidx[b] = i;
+        }
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        if (!r->stale[b])
+            continue;
+        r->stale[b] = 0;
+        const int64_t lo = b * 64, hi = lo + 64 < V ? lo + 64 : V;
+        int64_t best = lo;
+        for (int64_t i = lo + 1; i < hi; i++)
+            if (lg->v[i] > lg->v[best])
+                best = i;
+        r->bmax[b] = lg->v[best];
+        r->bidx[b] = (int32_t)best;
+        m->blocks_computed++;
+    }
+    int64_t best = 0;
+    for (int64_t b = 1; b < nb; b++)
+        if (r->bmax[b] > r->bmax[best])
+            best = b;
+    r->last = r->bidx[best];
     return OK;
 }
 
-/* One position for every batch row: tokens (batch) -> logits (batch x V). hidden: NULL, or
- * (n_layers + 1) x batch x D floats receiving the hidden state after the embedding and after every
- * layer, the last one normalised (as output_hidden_states). Returns 0, or a status (m->err_*). */
-int step(model_t *m, const int64_t *tokens, float *logits, float *hidden)
+/* The LM head as a max tree over its rows (a segment tree with range additions): a head column's
+ * weights are stored as runs of 2^k equal weights on 2^k-aligned rows, each a tree node, so a changed
+ * input adds w * (new - old) to a few nodes' lz instead of to every row; mx is recomputed for the
+ * dirty nodes, deepest first, and the greedy token is found from the root, left child first on equal
+ * maxima (the first index, as torch.argmax). Every lz and mx is a sum of a row's products (exact by
+ * the products' bound), and while the head's sums are provably exact in the output dtype too (all
+ * multiples of 2^(wlow + xlow) below 2^(l1 + xexp), at most 24 bits for float32, 8 for bfloat16),
+ * rounding a row's sum to a logit is the identity, so the arg max of the sums is the arg max of the
+ * logits. Where that bound fails the head goes over to the rows (head_rows), for good. */
+static int head(model_t *m, row_t *r, float *logits)
 {
-    const int64_t D = m->D, bf = m->bf16, B = m->batch;
-    xd = m->xd;
-    for (int64_t b = 0; b < B; b++) {
-        float *h = m->scratch, *x = h + D, *o = x + D, *buf = o + D;
-        memcpy(h, m->embed + tokens[b] * D, D * sizeof(float));
-        if (hidden)
-            memcpy(hidden + b * D, h, D * sizeof(float));
-        for (int64_t li = 0; li < m->n_layers; li++) {
-            layer_t *L = &m->layers[li];
-            int st;
-            if (L->kind == 1) {
-                if ((st = rms_norm(m, li, h, L->n1, D, x)))
-                    return st;
-                if ((st = deltanet(m, li, L, b, x, o, buf)))
-                    return st;
-                for (int64_t i = 0; i < D; i++)
-                    h[i] = rnd(h[i] + o[i], bf);
+    if (!r->on_tree)
+        return head_rows(m, r, 0);
+    const vec_t *x = &r->nf.out;
+    prod_t *p = &r->head;
+    const int64_t S = m->tree;
+    int32_t lo = p->xlow, hi = p->xexp;
+    if (!widen(&m->head, x, &lo, &hi))
+        return fail(m, m->n_layers, E_SUM, INFINITY);
+    const int64_t bits = m->head.bound + hi - lo, unit = m->head_wlow + lo;
+    const int exact = bits <= (m->bf16 ? 8 : 24) && unit >= (m->bf16 ? -133 : -149) && m->head_l1 + hi <= 127;
+    if (!exact) {                                   /* rounding may matter: over to the rows */
+        r->on_tree = 0;
+        return head_rows(m, r, 1);
+    }
+    p->xlow = lo;
+    p->xexp = hi;
+    int64_t *cnt = r->tcount;
+    int32_t *list = r->tlist;
+    int levels = 0;
+    while ((1ll << levels) < 2 * S)
+        levels++;
+    memset(cnt, 0, 64 * sizeof(int64_t));
+    int64_t nd = 0;
+    for (int64_t k = 0; k < x->n; k++) {
+        const int64_t j = x->idx[k];
+        const double dx = (double)x->v[j] - (double)x->old[k];          /* exact (bound) */
+        m->updates_head += m->tptr[j + 1] - m->tptr[j];
+        m->updates += m->tptr[j + 1] - m->tptr[j];
+        for (int64_t e = m->tptr[j]; e < m->tptr[j + 1]; e++) {
+            int64_t n = m->tnode[e];
+            r->lz[n] += (double)m->tw[e] * dx;
+            while (n >= 1 && !r->tdirty[n]) {        /* n and its ancestors need their mx again */
+                r->tdirty[n] = 1;
+                list[nd++] = (int32_t)n;
+                cnt[63 - __builtin_clzll((uint64_t)n)]++;
+                n >>= 1;
             }
-            if ((st = rms_norm(m, li, h, L->n2, D, x)))
-                return st;
-            float *gu = buf, *prod = buf + 2 * L->neurons;
-            spmv(&L->gate_up, x, gu, bf);
-            for (int64_t j = 0; j < L->neurons; j++) {
-                float s;
-                if (silu(gu[j], &s))
-                    return fail(m, li, E_SILU, gu[j]);
-                prod[j] = rnd(rnd(s, bf) * gu[L->neurons + j], bf);
-            }
-            spmv(&L->down, prod, o, bf);
-            for (int64_t i = 0; i < D; i++)
-                h[i] = rnd(h[i] + o[i], bf);
-            if (hidden)
-                memcpy(hidden + ((li + 1) * B + b) * D, h, D * sizeof(float));
         }
+    }
+    /* recompute the dirty nodes deepest level first (a counting sort by level into list + 2S) */
+    int64_t off[64], total = 0;
+    for (int L = levels - 1; L >= 0; L--) {
+        off[L] = total;
+        total += cnt[L];
+    }
+    int32_t *sorted = list + 2 * S;
+    for (int64_t k = 0; k < nd; k++)
+        sorted[off[63 - __builtin_clzll((uint64_t)list[k])]++] = list[k];
+    for (int64_t k = 0; k < nd; k++) {
+        const int64_t n = sorted[k];
+        r->tdirty[n] = 0;
+        r->mx[n] = n >= S ? r->lz[n] : r->lz[n] + fmax(r->mx[2 * n], r->mx[2 * n + 1]);
+    }
+    int64_t n = 1;
+    while (n < S)
+        n = r->mx[2 * n] >= r->mx[2 * n + 1] ? 2 * n : 2 * n + 1;
+    r->last = n - S;
+    if (logits) {                                    /* every row's sum: its nodes' lz, root to leaf */
+        for (int64_t i = 0; i < m->V; i++) {
+            double v = 0.0;
+            for (int64_t a = S + i; a >= 1; a >>= 1)
+                v += r->lz[a];
+            r->head.out.v[i] = logits[i] = rnd((float)v, m->bf16);
+        }
+    }
+    return OK;
+}
+
+/* -- entry points ------------------------------------------------------------------------------- */
+
+/* One position of one row: feed ``token``; ``logits`` (V floats) and ``hidden`` ((n_layers + 1) x D:
+ * after the embedding and after every layer, the last one normalised, as output_hidden_states) may
+ * be NULL. The greedy next token is in r->last (row_last). Returns 0 or a status (m->err_*). */
+static int step(model_t *m, row_t *r, int64_t token, float *logits, float *hidden)
+{
+    const int64_t D = m->D;
+    if (token < 0 || token >= m->V)
+        return fail(m, -1, E_TOKEN, (double)token);
+    r->h0.n = 0;
+    const float *e = m->embed + token * D;
+    for (int64_t i = 0; i < D; i++)
+        set(&r->h0, i, e[i]);
+    if (hidden)
+        memcpy(hidden, r->h0.v, D * sizeof(float));
+    const vec_t *h = &r->h0;
+    for (int64_t li = 0; li < m->n_layers; li++) {
+        const layer_t *L = &m->layers[li];
+        lrow_t *R = &r->L[li];
         int st;
-        if ((st = rms_norm(m, m->n_layers, h, m->final_n, D, x)))
+        if (L->kind == 1) {
+            if ((st = norm(m, li, &R->n1, h, L->n1, D)) || (st = deltanet(m, li, L, R, &R->n1.out)))
+                return st;
+            residual(m, &R->h1, h, &R->out.out);
+            h = &R->h1;
+        }
+        if ((st = norm(m, li, &R->n2, h, L->n2, D)) || (st = mlp(m, li, L, R, &R->n2.out)))
             return st;
+        residual(m, &R->h2, h, &R->down.out);
+        h = &R->h2;
         if (hidden)
-            memcpy(hidden + (m->n_layers * B + b) * D, x, D * sizeof(float));
-        spmv(&m->head, x, logits + b * m->V, bf);
+            memcpy(hidden + (li + 1) * D, h->v, D * sizeof(float));
+    }
+    int st;
+    if ((st = norm(m, m->n_layers, &r->nf, h, m->final_n, D)) || (st = head(m, r, logits)))
+        return st;
+    if (hidden)
+        memcpy(hidden + m->n_layers * D, r->nf.out.v, D * sizeof(float));
+    if (logits && !r->on_tree)
+        memcpy(logits, r->head.out.v, m->V * sizeof(float));
+    m->positions++;
+    return OK;
+}
+
+int64_t n2t_row_last(const row_t *r) { return r->last; }
+
+int n2t_step(model_t *m, row_t *r, int64_t token, float *logits, float *hidden)
+{
+    return step(m, r, token, logits, hidden);
+}
+
+/* Feed ``n_feed`` tokens, then generate greedily (each generated token is fed too) until a token
+ * whose ``end`` flag is set (end may be NULL) or ``max_new`` tokens; with n_feed = 0 the first
+ * generated token is the greedy token after the row's last position. The tokens go to ``out``,
+ * their number to ``*n_out``. Returns 0 or a status. */
+int n2t_generate(model_t *m, row_t *r, const int64_t *feed, int64_t n_feed, const uint8_t *end, int64_t max_new,
+             int64_t *out, int64_t *n_out)
+{
+    int st;
+    *n_out = 0;
+    for (int64_t k = 0; k < n_feed; k++)
+        if ((st = step(m, r, feed[k], NULL, NULL)))
+            return st;
+    while (*n_out < max_new) {
+        const int64_t t = r->last;
+        out[(*n_out)++] = t;
+        if ((st = step(m, r, t, NULL, NULL)))
+            return st;
+        if (end && end[t])
+            break;
     }
     return OK;
 }
