@@ -310,6 +310,9 @@ def cmd_verify(args) -> int:
                                   "resumable (drop --resume, or use --executor stock)")
         from .fast import FastUnsupported, load_fast_checkpoint
         try:
+            if args.text_prefix:
+                raise FastUnsupported("a text prefix runs the base layers, which the fast executor runs only "
+                                      "where they are silent (trace-only prompts)")
             model, protocol, netlist, inits, meta = load_fast_checkpoint(args.checkpoint, _dtype(args.dtype))
         except FastUnsupported as exc:
             print(f"netlist2tf: the fast executor cannot run {args.checkpoint} ({exc}); running it with stock "

@@ -168,6 +168,24 @@ class _MLP:
         return _mv(self.down, F.silu(g) * u, self.dtype)
 
 
+class _SilentAttention:
+    """A full-attention layer with a non-zero output projection (a merged model's base layer), run
+    where it is exactly silent: if ``v_proj(x)`` is 0 at every position so far, every attention
+    output is a weighted sum of zero values (finite softmax weights), gated and projected: exactly 0.
+    A non-zero value stops the executor (FastInexact: the caller runs stock transformers)."""
+
+    def __init__(self, index, v, dtype):
+        self.index, self.v, self.dtype = index, v, dtype
+
+    def state(self, batch):
+        return None
+
+    def __call__(self, x, st):
+        if bool(_mv(self.v, x, self.dtype).any()):
+            raise FastInexact(f"layer {self.index}: {_OPS[11]}; run this checkpoint with --executor stock")
+        return None
+
+
 class _DeltaNet:
     """One Qwen3_5GatedDeltaNet layer, recurrent (one position per call)."""
 
@@ -304,11 +322,11 @@ class FastModel:
                 mixer = _DeltaNet(get, p + "linear_attn.", cfg, self.dtype)
             elif kind == "full_attention":
                 if bool(get(p + "self_attn.o_proj.weight").any()):
-                    raise FastUnsupported(f"{folder}: full-attention layer {i} has a non-zero output "
-                                          f"projection; the executor skips attention layers only where "
-                                          f"their output is exactly zero (use stock transformers)")
-                mixer = None                          # silent: its output is exactly zero
-                self.skipped.append(i)
+                    # a merged model's base layer: exactly zero while its values are (a trace)
+                    mixer = _SilentAttention(i, _csr(get(p + "self_attn.v_proj.weight")), self.dtype)
+                else:
+                    mixer = None                      # silent: its output is exactly zero
+                    self.skipped.append(i)
             else:
                 raise FastUnsupported(f"{folder}: layer {i} is of unknown type {kind!r}")
             mlp = _MLP(get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight"),
@@ -335,15 +353,17 @@ class FastModel:
         for _, mixer, mlp in self.layers:
             yield mlp.gate_up
             yield mlp.down
-            if mixer is not None:
+            if isinstance(mixer, _DeltaNet):
                 yield from (mixer.qkv, mixer.z, mixer.ab, mixer.out)
+            elif mixer is not None:
+                yield mixer.v
 
     def new_state(self, batch: int = 1):
         """The per-row state: each DeltaNet layer's convolution window and delta-rule state (constant
         size: nothing grows with the trace)."""
         if self.kernel is not None:
             return self.kernel.state(batch)
-        return [m.state(batch) if m is not None else None for _, m, _ in self.layers]
+        return [m.state(batch) if isinstance(m, _DeltaNet) else None for _, m, _ in self.layers]
 
     def state_bytes(self, state) -> int:
         """The state's size in bytes (it does not grow with the trace)."""
@@ -362,7 +382,9 @@ class FastModel:
         if hidden is not None:
             hidden.append(h)
         for ((n1, n2), mixer, mlp), st in zip(self.layers, state):
-            if mixer is not None:             # a skipped attention layer adds exactly zero
+            if isinstance(mixer, _SilentAttention):
+                mixer(n1(h), st)              # checks that it adds exactly zero
+            elif mixer is not None:           # DeltaNet (a skipped attention layer adds exactly zero)
                 h = h + mixer(n1(h), st)
             h = h + mlp(n2(h))
             if hidden is not None:
@@ -433,14 +455,15 @@ class FastTrace:
 
 
 def load_fast_checkpoint(folder, dtype=None):
-    """``emit.load_checkpoint``'s tuple with the model run by the fast executor: (FastTrace,
-    protocol, netlist, initial registers, meta). The same checks of the folder (its files sealed,
-    the protocol read from trace_protocol.json); FastUnsupported where the executor cannot run it."""
+    """``emit.load_checkpoint``'s tuple with the model run by the fast executor: (FastTrace, or a
+    ``merge.MergedTrace`` around one for a merged folder, protocol, netlist, initial registers,
+    meta). The same checks of the folder (its files sealed, the protocol read from
+    trace_protocol.json); FastUnsupported where the executor cannot run it."""
     from .emit import read_checkpoint
 
     if (Path(folder) / "merge.json").is_file():
-        raise FastUnsupported(f"{folder} is a merged checkpoint: its base layers are a real model, which the "
-                              f"fast executor does not run")
+        from .merge import load_merged
+        return load_merged(folder, dtype, executor="fast")[:5]
     protocol, netlist, meta = read_checkpoint(folder)
     fast = FastModel(folder, dtype or getattr(torch, meta.get("dtype", "float32"), torch.float32))
     if fast.vocab_size != protocol.vocab_size:
@@ -488,10 +511,12 @@ class FastInexact(Netlist2TFError):
 
 _OPS = {1: "silu of a value where it is not saturated", 2: "sigmoid of a value where it is not saturated",
         3: "softplus inside its curved range", 4: "a DeltaNet decay that is not exactly 1",
-        5: "a DeltaNet key with several non-zero entries (of head)",
-        6: "a DeltaNet query with several non-zero entries (of head)",
+        5: "a DeltaNet key with more than two non-zero entries (of head)",
+        6: "a DeltaNet query with more than two non-zero entries (of head)",
         7: "a mean square that float32 cannot hold exactly",
-        8: "a sum that double precision cannot be proved to hold exactly (bits needed beyond 53)"}
+        8: "a sum that double precision cannot be proved to hold exactly (bits needed beyond 53)",
+        11: "a full-attention layer with a non-zero output projection got non-zero values (v_proj of "
+            "its input, at the entry shown): its output is not provably zero (text before the trace?)"}
 
 
 def _csc(m: "_Sparse"):
@@ -504,22 +529,27 @@ def _csc(m: "_Sparse"):
     return colptr.contiguous(), rows[order].to(torch.int32).contiguous(), m.val[order].contiguous()
 
 
-def _exactness_bound(m: "_Sparse") -> tuple[int, int]:
-    """(l1, wlow) for the kernel's exactness checks (step.c): every weight is a multiple of 2^wlow and
-    every row's sum of absolute weights is below 2^l1 (with one bit of margin for that sum's own
-    rounding); l1 - wlow very negative for an all-zero matrix."""
+def _exactness_bound(m: "_Sparse", csc) -> tuple[int, torch.Tensor]:
+    """(l1, cwlow) for the kernel's exactness checks (step.c): every row's sum of absolute weights is
+    below 2^l1 (with one bit of margin for that sum's own rounding) and every weight of column j a
+    multiple of 2^cwlow[j] (int32 per column; 0 for an empty column)."""
+    colptr, _, val = csc
+    cwlow = torch.zeros(m.shape[1], dtype=torch.int32)
     if m.nnz == 0:
-        return -(1 << 20), 0
-    u = m.val.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
+        return -(1 << 20), cwlow
+    u = val.view(torch.int32).to(torch.int64) & 0xFFFFFFFF
     e, mant = (u >> 23) & 0xFF, u & 0x7FFFFF
     if bool((e == 255).any()):
         raise FastUnsupported("a weight is infinite or NaN; the fast executor cannot prove its sums exact")
     sig = torch.where(e == 0, mant, mant | 0x800000)
     tz = torch.log2((sig & -sig).double()).to(torch.int64)             # trailing zeros (a power of two)
-    low = int(torch.where(e == 0, tz - 149, tz + e - 150).min())
+    low = torch.where(e == 0, tz - 149, tz + e - 150)
+    cols = torch.repeat_interleave(torch.arange(m.shape[1]), colptr[1:] - colptr[:-1])
+    cwlow = torch.full((m.shape[1],), 1 << 20, dtype=torch.int64).scatter_reduce(0, cols, low, "amin")
+    cwlow = torch.where(colptr[1:] > colptr[:-1], cwlow, torch.zeros_like(cwlow)).to(torch.int32).contiguous()
     rows = torch.repeat_interleave(torch.arange(m.shape[0]), m.indptr[1:] - m.indptr[:-1])
     l1 = torch.zeros(m.shape[0], dtype=torch.float64).index_add_(0, rows, m.val.abs().double())
-    return math.frexp(float(l1.max()))[1] + 1, low
+    return math.frexp(float(l1.max()))[1] + 1, cwlow
 
 
 def _head_tree(m: "_Sparse", csc):
@@ -556,16 +586,27 @@ def _head_tree(m: "_Sparse", csc):
                torch.tensor(weights, dtype=torch.float32))
 
 
+_STRUCTS = None
+
+
 def _structs():
+    """The ctypes mirrors of step.c's structs (made once: the library's argtypes name them)."""
+    global _STRUCTS
+    if _STRUCTS is None:
+        _STRUCTS = _make_structs()
+    return _STRUCTS
+
+
+def _make_structs():
     import ctypes as C
 
     class Mat(C.Structure):
         _fields_ = [("rows", C.c_int64), ("cols", C.c_int64), ("colptr", C.c_void_p), ("row", C.c_void_p),
-                    ("val", C.c_void_p), ("bound", C.c_int64)]
+                    ("val", C.c_void_p), ("l1", C.c_int64), ("cwlow", C.c_void_p)]
 
     class Layer(C.Structure):
         _fields_ = [("kind", C.c_int64), ("n1", C.c_void_p), ("n2", C.c_void_p), ("gate_up", Mat), ("down", Mat),
-                    ("neurons", C.c_int64), ("qkv", Mat), ("z", Mat), ("ab", Mat), ("out", Mat),
+                    ("neurons", C.c_int64), ("qkv", Mat), ("z", Mat), ("ab", Mat), ("out", Mat), ("v", Mat),
                     ("conv_w", C.c_void_p), ("conv_b", C.c_void_p), ("conv_dim", C.c_int64), ("K", C.c_int64),
                     ("neg_exp_a", C.c_void_p), ("dt_bias", C.c_void_p), ("norm_w", C.c_void_p),
                     ("nk", C.c_int64), ("nv", C.c_int64), ("dk", C.c_int64), ("dv", C.c_int64),
@@ -582,8 +623,7 @@ def _structs():
                     ("flag", C.c_void_p), ("list", C.c_void_p), ("max_len", C.c_int64),
                     ("positions", C.c_int64), ("resets", C.c_int64), ("blocks_computed", C.c_int64),
                     ("updates", C.c_int64), ("updates_head", C.c_int64), ("tree", C.c_int64),
-                    ("tptr", C.c_void_p), ("tnode", C.c_void_p), ("tw", C.c_void_p),
-                    ("head_l1", C.c_int64), ("head_wlow", C.c_int64)]
+                    ("tptr", C.c_void_p), ("tnode", C.c_void_p), ("tw", C.c_void_p)]
     return Mat, Layer, Model, MeanRsqrt
 
 
@@ -628,16 +668,19 @@ class _CStep:
         def mat(m: _Sparse, csc=None):
             colptr, row, val = self._keep(csc or _csc(m))
             longest.extend(m.shape)
-            l1, wlow = _exactness_bound(m)
-            return Mat(m.shape[0], m.shape[1], colptr.data_ptr(), row.data_ptr(), val.data_ptr(), l1 - wlow)
+            l1, cwlow = _exactness_bound(m, (colptr, row, val))
+            return Mat(m.shape[0], m.shape[1], colptr.data_ptr(), row.data_ptr(), val.data_ptr(), l1,
+                       self._keep(cwlow).data_ptr())
 
         layers = (Layer * len(fast.layers))()
         for i, ((n1, n2), mixer, mlp) in enumerate(fast.layers):
             L = layers[i]
-            L.kind = 0 if mixer is None else 1
+            L.kind = 0 if mixer is None else 2 if isinstance(mixer, _SilentAttention) else 1
             L.n1, L.n2 = f32(n1.scale).data_ptr(), f32(n2.scale).data_ptr()
             L.gate_up, L.down, L.neurons = mat(mlp.gate_up), mat(mlp.down), mlp.neurons
-            if mixer is not None:
+            if isinstance(mixer, _SilentAttention):
+                L.v = mat(mixer.v)
+            elif mixer is not None:
                 L.qkv, L.z, L.ab, L.out = mat(mixer.qkv), mat(mixer.z), mat(mixer.ab), mat(mixer.out)
                 L.conv_w = f32(mixer.conv_w).data_ptr()
                 L.conv_b = f32(mixer.conv_b).data_ptr() if mixer.conv_b is not None else None
@@ -672,7 +715,6 @@ class _CStep:
         m.embed, m.final_n = self.embed.data_ptr(), f32(fast.final_norm.scale).data_ptr()
         head_csc = _csc(fast.head)
         m.head, m.layers = mat(fast.head, head_csc), layers
-        m.head_l1, m.head_wlow = _exactness_bound(fast.head)
         if tree:
             m.tree, arrays = _head_tree(fast.head, head_csc)
             m.tptr, m.tnode, m.tw = (t.data_ptr() for t in self._keep(arrays))

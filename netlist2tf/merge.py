@@ -437,6 +437,35 @@ class MergedTrace:
         self.model.to(device)
         return self
 
+    @property
+    def generates(self) -> bool:
+        """True where the model generates whole frames (the fast executor's C kernel)."""
+        return getattr(self.model, "generates", False)
+
+    def new_cache(self, batch: int):
+        cache = self.model.new_cache(batch)
+        cache.fresh = [True] * batch                  # the text prefix is fed before a row's first tokens
+        return cache
+
+    def generate(self, cache, row: int, feed, end_mask, max_new: int) -> list:
+        """``model.generate`` in trace token numbers: fed ``offset + t`` (after the text prefix on a
+        row's first call), ``end_mask`` widened to the whole vocabulary; a base token chosen at a
+        trace position is a TraceError, as in ``__call__``."""
+        from .protocol import TraceError
+
+        ids = [t + self.offset for t in feed]
+        if cache.fresh[row]:
+            ids, cache.fresh[row] = list(self.prefix) + ids, False
+        end = None
+        if end_mask is not None:
+            end = torch.zeros(self.offset + self.vocab, dtype=torch.uint8)
+            end[self.offset:] = end_mask
+        out = self.model.generate(cache, row, ids, end, max_new)
+        if any(t < self.offset for t in out):
+            raise TraceError("the merged model's greedy choice at a trace position is a base-vocabulary "
+                             "token, not a trace token (the base's logits beat the compiled model's there)")
+        return [t - self.offset for t in out]
+
     def __call__(self, input_ids, cache=None, **kw):
         from .protocol import TraceError
 
@@ -461,11 +490,12 @@ def is_merged(folder) -> bool:
     return (Path(folder) / "merge.json").is_file()
 
 
-def load_merged(folder, dtype=None, prefix=()):
+def load_merged(folder, dtype=None, prefix=(), executor: str = "stock"):
     """(MergedTrace, protocol, netlist, initial registers, compile meta, merge info) of a merged
     checkpoint folder. Raises Netlist2TFError naming a missing, malformed or changed file (the trace
     side is read and checked as ``emit.load_checkpoint`` reads it; merge.json seals the merged weights
-    and config)."""
+    and config). ``executor``: "stock" (transformers) or "fast" (netlist2tf.fast: FastUnsupported
+    where it cannot run the weights)."""
     from .emit import check_seal, load_hf_model, read_meta, trace_side
 
     folder = Path(folder)
@@ -487,7 +517,12 @@ def load_merged(folder, dtype=None, prefix=()):
     if bad:
         raise Netlist2TFError(f"text prefix tokens {bad[:5]} are not base-vocabulary tokens "
                               f"(0..{info['trace_token_offset'] - 1})")
-    model = load_hf_model(folder, dtype or getattr(torch, info["dtype"]))
+    dtype = dtype or getattr(torch, info["dtype"])
+    if executor == "fast":
+        from .fast import FastModel, FastTrace
+        model = FastTrace(FastModel(folder, dtype))
+    else:
+        model = load_hf_model(folder, dtype)
     meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
                               for name, words in meta.get("initial_memory", {}).items()}
     return (MergedTrace(model, info["trace_token_offset"], protocol.vocab_size, prefix), protocol, netlist,

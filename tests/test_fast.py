@@ -104,6 +104,9 @@ def test_a_perturbed_weight_is_caught(compiled, tmp_path):
 
 def test_checkpoints_outside_its_assumptions_are_refused(compiled, tmp_path):
     from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
+
+    from netlist2tf.fast import FastInexact
 
     folder = compiled("hdl.examples.counter:Counter", 4)
     loud = tmp_path / "loud"
@@ -113,8 +116,17 @@ def test_checkpoints_outside_its_assumptions_are_refused(compiled, tmp_path):
     layer = json.loads((loud / "config.json").read_text())["layer_types"].index("full_attention")
     weights[f"model.layers.{layer}.self_attn.o_proj.weight"][0, 0] = 1.0
     save_file(weights, str(loud / "model.safetensors"), metadata={"format": "pt"})
-    with pytest.raises(FastUnsupported, match=f"full-attention layer {layer} has a non-zero output projection"):
-        FastModel(loud)
+    # a non-zero o_proj (a merged model's base layer) runs while the layer's values are all zero ...
+    ids = _trace(folder, 4, 1)
+    stock = AutoModelForCausalLM.from_pretrained(loud).eval()
+    assert compare_with_stock(FastModel(loud), stock, ids).mismatches == []
+    # ... and stops (both kernels) once a value is not: v_proj reading the constant channel
+    weights[f"model.layers.{layer}.self_attn.v_proj.weight"][0] = 1.0
+    save_file(weights, str(loud / "model.safetensors"), metadata={"format": "pt"})
+    for kernel in ("c", "torch"):
+        fast = FastModel(loud, kernel=kernel)
+        with pytest.raises(FastInexact, match=f"layer {layer}: a full-attention layer with a non-zero output"):
+            fast.step(ids[:, :1], fast.new_state(1))
     cfg = json.loads((loud / "config.json").read_text())
     (loud / "config.json").write_text(json.dumps(dict(cfg, model_type="llama")))
     with pytest.raises(FastUnsupported, match="runs text Qwen3.5 checkpoints"):
@@ -273,3 +285,25 @@ def test_program_table_generated_by_the_fast_executor(name):
     want = run_unicorn(image, ram_size=16384, max_steps=10_000_000)
     assert got.console == prog.expected_output and got.halt.exit_code == prog.expected_exit
     assert (got.console, got.halt, got.records) == (want.console, want.halt, want.records)
+
+
+@pytest.mark.parametrize("design,layers", [DESIGNS[0], DESIGNS[3]], ids=["Counter", "FIFO"])
+def test_generation_by_frames_equals_stock_generation(design, layers, compiled):
+    """netlist2tf.host.run_model with the fast executor (whole frames generated in the C kernel) and
+    with stock transformers (one forward call per token), 30 cycles x 2 rows of random inputs: the
+    same outputs, registers, writes and token sequences."""
+    import random
+
+    from netlist2tf.fast import load_fast_checkpoint
+    from netlist2tf.host import run_model
+
+    folder = compiled(design, layers)
+    stock, protocol, netlist, inits, meta = load_checkpoint(folder)
+    fast = load_fast_checkpoint(folder)[0]
+    assert fast.generates
+    rng = random.Random(5)
+    inputs = [[{name: rng.getrandbits(width) for name, width in protocol.input_ports} for _ in range(30)]
+              for _ in range(2)]
+    runs = [run_model(m, protocol, inits, inputs, 30, initial_memory=meta["initial_memory"]) for m in (stock, fast)]
+    for field in ("outputs", "registers", "writes", "tokens", "frame_tokens"):
+        assert getattr(runs[0], field) == getattr(runs[1], field), field

@@ -287,3 +287,42 @@ def test_cli_merge_with_the_default_base(tmp_path, build_dir, capsys):
     assert json.loads((out / "merge.json").read_text())["trace_token_offset"] == 1024
     assert cli.main(["verify", str(out), "--cycles", "12", "--text-prefix", "4", "--batch", "2"]) == 0
     assert "equals the netlist simulator" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_the_fast_executor_runs_a_merged_checkpoint(merged, dtype):
+    """netlist2tf.fast on the merged FIFO, trace-only prompts: the hidden state after every layer (the
+    base layers included: they add exactly zero there) and the logits over the whole vocabulary equal
+    stock transformers' at every position; generation by frames through MergedTrace equals stock
+    generation; after a text prefix (base tokens: real-valued embeddings, the base layers no longer
+    silent) the executor stops (FastInexact) instead of guessing."""
+    from transformers import AutoModelForCausalLM
+
+    from netlist2tf.fast import FastInexact, FastModel, compare_with_stock, load_fast_checkpoint
+    from netlist2tf.host import run_model
+
+    _, _, out, info = merged
+    stock_trace, protocol, netlist, inits, meta, _ = load_merged(out, dtype)
+    rows, _, _ = expected_tokens(protocol, netlist, inits, 16, 2, 4, meta["initial_memory"])
+    ids = torch.tensor(rows) + info["trace_token_offset"]
+    stock = AutoModelForCausalLM.from_pretrained(out, dtype=dtype).eval()
+    fast = FastModel(out, dtype)
+    report = compare_with_stock(fast, stock, ids)
+    assert report.mismatches == [], report.mismatches[:5]
+    assert report.layers == len(stock.model.layers) + 1
+
+    fast_trace = load_fast_checkpoint(out, dtype)[0]
+    assert fast_trace.generates
+    import random
+    rng = random.Random(2)
+    inputs = [[{n: rng.getrandbits(w) for n, w in protocol.input_ports} for _ in range(16)] for _ in range(2)]
+    runs = [run_model(m, protocol, inits, inputs, 16, initial_memory=meta["initial_memory"])
+            for m in (stock_trace, fast_trace)]
+    for field in ("outputs", "registers", "writes", "tokens"):
+        assert getattr(runs[0], field) == getattr(runs[1], field), field
+
+    text = torch.randint(0, BASE_VOCAB, (1, 6), generator=torch.Generator().manual_seed(1))
+    state = fast.new_state(1)
+    with pytest.raises(FastInexact):
+        for t in torch.cat([text, ids[:1]], dim=1)[0]:
+            fast.step([int(t)], state)

@@ -19,14 +19,16 @@
  *     kept as rows change (a block is scanned again only when its maximum row falls).
  *
  * Exactness, proved per product rather than assumed: every product of two float32 values is exact in
- * double; if every weight is a multiple of 2^wlow, every input value that ever entered the sums a
- * multiple of 2^xlow, the rows' absolute sums of weights below 2^l1 and those inputs below 2^xexp in
- * magnitude, then a change new - old is a multiple of 2^xlow below 2^(xexp + 1), its product with a
- * weight a multiple of 2^(wlow + xlow) below 2^(l1 + xexp + 1), and every partial sum the kernel
- * forms (the exact sum of a row's products with the inputs updated so far) a multiple of
- * 2^(wlow + xlow) below 2^(l1 + xexp): double holds all of them exactly while
- * l1 + xexp + 1 - wlow - xlow <= 53, so each subtraction, product and addition is exact, in any
- * order, and acc is the exact sum of W[r, :] x. The kernel checks this bound for every product at
+ * double. Let every weight of column j be a multiple of 2^wlow_j, every input value that ever entered
+ * the sums in column j a multiple of 2^xlow_j, ulow the least wlow_j + xlow_j over those columns, the
+ * rows' absolute sums of weights below 2^l1 and the inputs below 2^xexp in magnitude. Then a change
+ * new - old in column j is a multiple of 2^xlow_j below 2^(xexp + 1), its product with a weight a
+ * multiple of 2^ulow below 2^(l1 + xexp + 1), and every partial sum the kernel forms (the exact sum
+ * of a row's products with the inputs updated so far) a multiple of 2^ulow below 2^(l1 + xexp):
+ * double holds all of them exactly while l1 + xexp + 1 - ulow <= 53, so each subtraction, product
+ * and addition is exact, in any order, and acc is the exact sum of W[r, :] x. (Per column, not one
+ * wlow for the matrix: a merged model's LM head has the base's fine weights in columns that never see
+ * a non-zero input on a trace.) The kernel checks this bound for every product at
  * every position (from the new inputs only: the bounds are running minima and maxima); where it
  * fails it recomputes the product from scratch with the current inputs' bounds, and where that fails
  * too it stops (E_SUM). The same bound on the squares proves the norms' sums. The exact sum rounded
@@ -53,15 +55,18 @@ typedef struct {                  /* a weight matrix by columns (CSC) */
     const int64_t *colptr;        /* column j: entries colptr[j] .. colptr[j + 1] - 1 */
     const int32_t *row;
     const float *val;
-    int64_t bound;                /* l1 - wlow (see above); very negative for an empty matrix */
+    int64_t l1;                   /* every row's absolute weight sum is below 2^l1 (see above) */
+    const int32_t *cwlow;         /* per column: every weight there is a multiple of 2^cwlow[j] */
 } mat_t;
 
 typedef struct {
-    int64_t kind;                 /* 0: silent attention (skipped), 1: DeltaNet */
+    int64_t kind;                 /* 0: silent attention (o_proj all zero: skipped), 1: DeltaNet,
+                                     2: attention checked silent (its values v_proj(x) must be 0) */
     const float *n1, *n2;         /* 1 + norm weight, float32, D each */
     mat_t gate_up, down;          /* MLP: gate rows, then up rows (neurons each) */
     int64_t neurons;
     mat_t qkv, z, ab, out;        /* DeltaNet projections */
+    mat_t v;                      /* kind 2: v_proj */
     const float *conv_w;          /* conv_dim x K */
     const float *conv_b;          /* conv_dim, or NULL */
     int64_t conv_dim, K;
@@ -101,16 +106,15 @@ typedef struct {
     const int64_t *tptr;          /* per head column: its weights as (tree node, weight), each node a */
     const int32_t *tnode;         /* run of 2^k rows, 2^k-aligned, of one weight (tptr[j] .. ) */
     const float *tw;
-    int64_t head_l1, head_wlow;   /* the head's l1 and wlow (its bound is l1 - wlow) */
 } model_t;
 
 enum { OK = 0, E_SILU = 1, E_SIGMOID = 2, E_SOFTPLUS = 3, E_DECAY = 4, E_KEY = 5, E_QUERY = 6, E_NORM = 7,
-       E_SUM = 8, E_ALLOC = 9, E_TOKEN = 10 };
+       E_SUM = 8, E_ALLOC = 9, E_TOKEN = 10, E_ATTN = 11 };
 
 /* -- per-row state ------------------------------------------------------------------------------ */
 
 typedef struct { float *v; int32_t *idx; float *old; int64_t n, len; } vec_t;   /* values + this position's changes */
-typedef struct { double *acc; vec_t out; int32_t xlow, xexp; } prod_t;
+typedef struct { double *acc; vec_t out; int32_t ulow, xexp; } prod_t;     /* ulow, xexp: see above */
 typedef struct { double s; int32_t low, exp; float r; vec_t out; } norm_t;
 
 typedef struct {
@@ -126,6 +130,8 @@ typedef struct {
     int32_t *prev_qi;                    /* per value head: the query index and value read last position */
     float *prev_qv;
     uint8_t *zdirty;                     /* per value head, scratch */
+    uint8_t *written;                    /* per value head: its state was ever written (may be non-zero) */
+    prod_t v;                            /* a checked-silent attention layer: v_proj of its input norm */
 } lrow_t;
 
 typedef struct {
@@ -143,6 +149,7 @@ typedef struct {
     int32_t *tlist;                      /* scratch: dirty nodes, by level */
     int64_t *tcount;
     uint8_t *tdirty;
+    double *tsum;                        /* scratch: the sums root to node (full logits) */
     void **blocks;                       /* every allocation, freed by row_free */
     int64_t n_blocks, cap_blocks;
     int64_t bytes;
@@ -189,7 +196,7 @@ static int vec_init(row_t *r, vec_t *v, int64_t len)
 static int prod_init(row_t *r, prod_t *p, const mat_t *W)
 {
     p->acc = row_alloc(r, W->rows, sizeof(double));
-    p->xlow = 1 << 20;                   /* no input yet: the bound holds */
+    p->ulow = 1 << 20;                   /* no input yet: the bound holds */
     p->xexp = -(1 << 20);
     return p->acc && vec_init(r, &p->out, W->rows);
 }
@@ -227,7 +234,8 @@ row_t *n2t_row_new(const model_t *m)
         r->tlist = row_alloc(r, 4 * S, sizeof(int32_t));
         r->tcount = row_alloc(r, 64, sizeof(int64_t));
         r->tdirty = row_alloc(r, 2 * S, 1);
-        ok = r->lz && r->mx && r->tlist && r->tcount && r->tdirty;
+        r->tsum = row_alloc(r, 2 * S, sizeof(double));
+        ok = r->lz && r->mx && r->tlist && r->tcount && r->tdirty && r->tsum;
         for (int64_t n = 2 * S - 1; ok && n >= 1; n--)     /* every row sum 0; rows past V: -inf */
             r->mx[n] = n >= S ? (n - S < m->V ? 0.0 : -INFINITY) : fmax(r->mx[2 * n], r->mx[2 * n + 1]);
     }
@@ -239,6 +247,8 @@ row_t *n2t_row_new(const model_t *m)
         ok = norm_init(r, &R->n2, m->D) && prod_init(r, &R->gate_up, &L->gate_up) &&
              prod_init(r, &R->down, &L->down) && vec_init(r, &R->act, L->neurons) &&
              vec_init(r, &R->h1, m->D) && vec_init(r, &R->h2, m->D);
+        if (ok && L->kind == 2)
+            ok = norm_init(r, &R->n1, m->D) && prod_init(r, &R->v, &L->v);
         if (ok && L->kind == 1) {
             const int64_t C = L->conv_dim;
             ok = norm_init(r, &R->n1, m->D) && prod_init(r, &R->qkv, &L->qkv) && prod_init(r, &R->z, &L->z) &&
@@ -254,7 +264,8 @@ row_t *n2t_row_new(const model_t *m)
             R->prev_qi = row_alloc(r, L->nv, sizeof(int32_t));
             R->prev_qv = row_alloc(r, L->nv, sizeof(float));
             R->zdirty = row_alloc(r, L->nv, 1);
-            ok = ok && R->window && R->active && R->kcount && R->qcount && R->ksum && R->qsum && R->rec &&
+            R->written = row_alloc(r, L->nv, 1);
+            ok = ok && R->written && R->window && R->active && R->kcount && R->qcount && R->ksum && R->qsum && R->rec &&
                  R->prev_qi && R->prev_qv && R->zdirty;
             if (ok) {
                 memcpy(R->active, L->live, L->n_live * sizeof(int32_t));      /* the first position: all */
@@ -365,7 +376,7 @@ static int widen(const mat_t *W, const vec_t *x, int32_t *lo, int32_t *hi)
             if (bits_of(v, &l, &h))
                 return 0;
             if (W->colptr[j + 1] > W->colptr[j]) {
-                if (l < *lo) *lo = l;
+                if (l + W->cwlow[j] < *lo) *lo = l + W->cwlow[j];
                 if (h > *hi) *hi = h;
             }
         }
@@ -384,7 +395,7 @@ static int bounds(const mat_t *W, const float *x, int32_t *lo, int32_t *hi)
             if (bits_of(x[j], &l, &h))
                 return 0;
             if (W->colptr[j + 1] > W->colptr[j]) {
-                if (l < *lo) *lo = l;
+                if (l + W->cwlow[j] < *lo) *lo = l + W->cwlow[j];
                 if (h > *hi) *hi = h;
             }
         }
@@ -397,15 +408,15 @@ static int product_(model_t *m, int64_t li, const mat_t *W, prod_t *p, const vec
     p->out.n = 0;
     if (x->n == 0 && !force)
         return OK;
-    int32_t lo = p->xlow, hi = p->xexp;
+    int32_t lo = p->ulow, hi = p->xexp;
     const int finite = widen(W, x, &lo, &hi) && !force;
     const int32_t *row = W->row;
     const float *val = W->val;
     uint8_t *flag = m->flag;
     int32_t *touched = m->list;
     int64_t nt = 0;
-    if (finite && W->bound + hi - lo <= 52) {
-        p->xlow = lo;
+    if (finite && W->l1 + hi - lo <= 52) {
+        p->ulow = lo;
         p->xexp = hi;
         double *acc = p->acc;
         for (int64_t k = 0; k < x->n; k++) {
@@ -424,9 +435,9 @@ static int product_(model_t *m, int64_t li, const mat_t *W, prod_t *p, const vec
         m->resets++;
         if (!bounds(W, x->v, &lo, &hi))
             return fail(m, li, E_SUM, INFINITY);
-        if (W->bound + hi - lo > 52)
-            return fail(m, li, E_SUM, (double)(W->bound + hi + 1 - lo));
-        p->xlow = lo;
+        if (W->l1 + hi - lo > 52)
+            return fail(m, li, E_SUM, (double)(W->l1 + hi + 1 - lo));
+        p->ulow = lo;
         p->xexp = hi;
         memset(p->acc, 0, W->rows * sizeof(double));
         for (int64_t j = 0; j < W->cols; j++) {
@@ -565,6 +576,33 @@ static int mlp(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const vec_t 
     return product(m, li, &L->down, &R->down, &R->act);
 }
 
+/* The non-zero entries (at most two) of a key or query head, l2-normalised as transformers'
+ * l2norm does (x * rsqrt(sum(x * x) + 1e-6), float32; the squares of two entries sum to the same
+ * float in any order, and 1 / sqrtf is torch's rsqrt: both correctly rounded): their number, or -1
+ * for more than two (a sum whose order would matter). */
+static int entries(const float *x, int64_t dk, int32_t count, int64_t sum, int64_t *idx, float *val)
+{
+    if (count == 0)
+        return 0;
+    if (count > 2)
+        return -1;
+    if (count == 1) {
+        idx[0] = sum;
+    } else {
+        int n = 0;
+        for (int64_t i = 0; i < dk && n < 2; i++)
+            if (x[i] != 0.0f)
+                idx[n++] = i;
+    }
+    float ss = x[idx[0]] * x[idx[0]];
+    if (count == 2)
+        ss = ss + x[idx[1]] * x[idx[1]];
+    const float inv = 1.0f / sqrtf(ss + 1e-6f);
+    for (int e = 0; e < count; e++)
+        val[e] = x[idx[e]] * inv;
+    return count;
+}
+
 /* count the non-zero entries of a key or query head as one of its channels changes */
 static inline void count(int32_t *cnt, int64_t *sum, int64_t head, int64_t i, float old, float now)
 {
@@ -626,59 +664,84 @@ static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const v
         else if (c < 2 * key_dim)
             count(R->kcount, R->ksum, (c - key_dim) / dk, (c - key_dim) % dk, mx->old[k], mx->v[c]);
     }
-    for (int64_t kh = 0; kh < L->nk; kh++) {
-        if (R->kcount[kh] > 1)
+    const float *q = mx->v, *kk = mx->v + key_dim, *v = mx->v + 2 * key_dim, *ab = R->ab.out.v;
+    const float sqrt_dk = (float)sqrt((double)dk);    /* query / dk ** 0.5 */
+    const int64_t nk = L->nk;
+    int64_t kidx[2 * nk], qidx[2 * nk];
+    float kval[2 * nk], qval[2 * nk];
+    int nkey[nk], nq[nk];
+    for (int64_t kh = 0; kh < nk; kh++) {              /* each key head's key and query, l2-normalised */
+        nkey[kh] = entries(kk + kh * dk, dk, R->kcount[kh], R->ksum[kh], kidx + 2 * kh, kval + 2 * kh);
+        nq[kh] = entries(q + kh * dk, dk, R->qcount[kh], R->qsum[kh], qidx + 2 * kh, qval + 2 * kh);
+        if (nkey[kh] < 0)
             return fail(m, li, E_KEY, (double)kh);
-        if (R->qcount[kh] > 1)
+        if (nq[kh] < 0)
             return fail(m, li, E_QUERY, (double)kh);
+        for (int e = 0; e < nq[kh]; e++)
+            qval[2 * kh + e] = qval[2 * kh + e] / sqrt_dk;
     }
     const vec_t *z = &R->z.out;
     memset(R->zdirty, 0, nv);
     for (int64_t k = 0; k < z->n; k++)
         R->zdirty[z->idx[k] / dv] = 1;
-    const float *q = mx->v, *kk = mx->v + key_dim, *v = mx->v + 2 * key_dim, *ab = R->ab.out.v;
-    const float sqrt_dk = (float)sqrt((double)dk);    /* query / dk ** 0.5 */
     R->core.n = 0;
     for (int64_t h = 0; h < nv; h++) {
         const float a = ab[h], bb = ab[nv + h];
-        float beta;                                        /* b.sigmoid() */
-        if (bb >= 18.0f) beta = 1.0f;
-        else if (bb <= -90.0f) beta = 0.0f;
-        else if (bb == 0.0f) beta = 0.5f;
-        else return fail(m, li, E_SIGMOID, bb);
-        float t = a + L->dt_bias[h], sp;                  /* softplus(a.float() + dt_bias) */
-        if (t > 20.0f) sp = t;
-        else if (t <= -104.0f) sp = 0.0f;
-        else return fail(m, li, E_SOFTPLUS, t);
-        float g = L->neg_exp_a[h] * sp;
-        if (g != 0.0f)                                     /* exp(g) must be exactly 1 */
-            return fail(m, li, E_DECAY, g);
         const int64_t kh = h / group;
-        const int64_t ki = R->kcount[kh] ? R->ksum[kh] : -1, qi = R->qcount[kh] ? R->qsum[kh] : -1;
+        const int nkh = nkey[kh], nqh = nq[kh];
+        const int64_t *ki = kidx + 2 * kh, *qi = qidx + 2 * kh;
+        const float *kn = kval + 2 * kh, *qs = qval + 2 * kh;
+        /* The decay matters only to a state that was ever written (a zero state times any finite
+         * decay is zero: a merged model's base layers on a trace), beta only to a write (a zero key
+         * adds k * delta = 0). Where they matter they must be exact: */
+        if (R->written[h]) {
+            float t = a + L->dt_bias[h], sp;              /* softplus(a.float() + dt_bias) */
+            if (t > 20.0f) sp = t;
+            else if (t <= -104.0f) sp = 0.0f;
+            else return fail(m, li, E_SOFTPLUS, t);
+            float g = L->neg_exp_a[h] * sp;
+            if (g != 0.0f)                                 /* exp(g) must be exactly 1 */
+                return fail(m, li, E_DECAY, g);
+        }
+        float beta = 0.0f;                                 /* b.sigmoid() */
+        if (nkh) {
+            if (bb >= 18.0f) beta = 1.0f;
+            else if (bb <= -90.0f) beta = 0.0f;
+            else if (bb == 0.0f) beta = 0.5f;
+            else return fail(m, li, E_SIGMOID, bb);
+            R->written[h] = 1;
+        }
         float *S = R->rec + h * dk * dv;
         const float *vh = v + h * dv;
-        if (ki >= 0) {                                     /* l2norm of a one-hot key, then the rule */
-            const float kv = kk[kh * dk + ki];
-            const float kn = kv * (1.0f / sqrtf(kv * kv + 1e-6f));
-            float *row = S + ki * dv;
+        int hit = 0;                                       /* the write changes a row the query reads */
+        if (nkh) {                                         /* the rule on the key's (one or two) rows */
             for (int64_t j = 0; j < dv; j++) {
-                float delta = (vh[j] - row[j] * kn) * beta;
-                row[j] = row[j] + kn * delta;
+                float kv_mem = S[ki[0] * dv + j] * kn[0];
+                if (nkh == 2)                              /* two terms: the same sum in any order */
+                    kv_mem = kv_mem + S[ki[1] * dv + j] * kn[1];
+                const float delta = (vh[j] - kv_mem) * beta;
+                for (int e = 0; e < nkh; e++)
+                    S[ki[e] * dv + j] = S[ki[e] * dv + j] + kn[e] * delta;
             }
+            for (int e = 0; e < nkh; e++)
+                for (int f = 0; f < nqh; f++)
+                    hit |= ki[e] == qi[f];
         }
-        const float qv = qi >= 0 ? q[kh * dk + qi] : 0.0f;
-        if (!(ki >= 0 && ki == qi) && !R->zdirty[h] && qi == R->prev_qi[h] && qv == R->prev_qv[h])
+        const int64_t q0 = nqh == 1 ? qi[0] : nqh == 0 ? -1 : -3;     /* -3: two entries, recomputed */
+        const float qv = nqh == 1 ? qs[0] : 0.0f;
+        if (!hit && !R->zdirty[h] && q0 != -3 && q0 == R->prev_qi[h] && qv == R->prev_qv[h])
             continue;                                      /* its output is last position's */
-        R->prev_qi[h] = (int32_t)qi;
+        R->prev_qi[h] = (int32_t)q0;
         R->prev_qv[h] = qv;
         float core[dv];
-        if (qi >= 0) {
-            const float qn = (qv * (1.0f / sqrtf(qv * qv + 1e-6f))) / sqrt_dk;
-            for (int64_t j = 0; j < dv; j++)
-                core[j] = rnd(S[qi * dv + j] * qn, bf);
-        } else {
-            for (int64_t j = 0; j < dv; j++)
-                core[j] = 0.0f;
+        for (int64_t j = 0; j < dv; j++) {
+            float o = 0.0f;
+            if (nqh) {
+                o = S[qi[0] * dv + j] * qs[0];
+                if (nqh == 2)
+                    o = o + S[qi[1] * dv + j] * qs[1];
+            }
+            core[j] = rnd(o, bf);
         }
         /* Qwen3_5RMSNormGated over the head's dv values, gate silu(z) */
         double s = 0.0;
@@ -754,7 +817,7 @@ static int head_rows(model_t *m, row_t *r, int force)
  * dirty nodes, deepest first, and the greedy token is found from the root, left child first on equal
  * maxima (the first index, as torch.argmax). Every lz and mx is a sum of a row's products (exact by
  * the products' bound), and while the head's sums are provably exact in the output dtype too (all
- * multiples of 2^(wlow + xlow) below 2^(l1 + xexp), at most 24 bits for float32, 8 for bfloat16),
+ * multiples of 2^ulow below 2^(l1 + xexp), at most 24 bits for float32, 8 for bfloat16),
  * rounding a row's sum to a logit is the identity, so the arg max of the sums is the arg max of the
  * logits. Where that bound fails the head goes over to the rows (head_rows), for good. */
 static int head(model_t *m, row_t *r, float *logits)
@@ -764,16 +827,16 @@ static int head(model_t *m, row_t *r, float *logits)
     const vec_t *x = &r->nf.out;
     prod_t *p = &r->head;
     const int64_t S = m->tree;
-    int32_t lo = p->xlow, hi = p->xexp;
+    int32_t lo = p->ulow, hi = p->xexp;
     if (!widen(&m->head, x, &lo, &hi))
         return fail(m, m->n_layers, E_SUM, INFINITY);
-    const int64_t bits = m->head.bound + hi - lo, unit = m->head_wlow + lo;
-    const int exact = bits <= (m->bf16 ? 8 : 24) && unit >= (m->bf16 ? -133 : -149) && m->head_l1 + hi <= 127;
+    const int64_t bits = m->head.l1 + hi - lo;
+    const int exact = bits <= (m->bf16 ? 8 : 24) && lo >= (m->bf16 ? -133 : -149) && m->head.l1 + hi <= 127;
     if (!exact) {                                   /* rounding may matter: over to the rows */
         r->on_tree = 0;
         return head_rows(m, r, 1);
     }
-    p->xlow = lo;
+    p->ulow = lo;
     p->xexp = hi;
     int64_t *cnt = r->tcount;
     int32_t *list = r->tlist;
@@ -817,12 +880,12 @@ static int head(model_t *m, row_t *r, float *logits)
         n = r->mx[2 * n] >= r->mx[2 * n + 1] ? 2 * n : 2 * n + 1;
     r->last = n - S;
     if (logits) {                                    /* every row's sum: its nodes' lz, root to leaf */
-        for (int64_t i = 0; i < m->V; i++) {
-            double v = 0.0;
-            for (int64_t a = S + i; a >= 1; a >>= 1)
-                v += r->lz[a];
-            r->head.out.v[i] = logits[i] = rnd((float)v, m->bf16);
-        }
+        double *sum = r->tsum;
+        sum[1] = r->lz[1];
+        for (int64_t a = 2; a < 2 * S; a++)
+            sum[a] = sum[a >> 1] + r->lz[a];
+        for (int64_t i = 0; i < m->V; i++)
+            r->head.out.v[i] = logits[i] = rnd((float)sum[S + i], m->bf16);
     }
     return OK;
 }
@@ -848,6 +911,13 @@ static int step(model_t *m, row_t *r, int64_t token, float *logits, float *hidde
         const layer_t *L = &m->layers[li];
         lrow_t *R = &r->L[li];
         int st;
+        if (L->kind == 2) {         /* attention adds exactly 0 while its values are all 0 */
+            if ((st = norm(m, li, &R->n1, h, L->n1, D)) || (st = product(m, li, &L->v, &R->v, &R->n1.out)))
+                return st;
+            for (int64_t k = 0; k < R->v.out.n; k++)
+                if (R->v.out.v[R->v.out.idx[k]] != 0.0f)
+                    return fail(m, li, E_ATTN, (double)R->v.out.idx[k]);
+        }
         if (L->kind == 1) {
             if ((st = norm(m, li, &R->n1, h, L->n1, D)) || (st = deltanet(m, li, L, R, &R->n1.out)))
                 return st;
