@@ -25,13 +25,36 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
+PROFILE = {}
+
+
 def run(image, dtype, how):
     """(result, seconds of generation): the model is loaded first (untimed); the seconds are the
-    engine's own (generation or verification, not loading)."""
+    engine's own (generation or verification, not loading). For the fast executor, PROFILE gets the
+    C kernel's seconds (inside ``generate``) and its work counters for this run."""
     from cpu.model_engine import load_model, run_model_batch, run_model_speculative
 
     executor = "fast" if how == "fast" else "stock"
-    load_model(dtype=dtype, executor=executor, log=lambda m: None)
+    model = load_model(dtype=dtype, executor=executor, log=lambda m: None)[0]
+    if how == "fast":
+        kernel, spent = model.fast.kernel, [0.0]
+        inner = model.generate
+
+        def timed(*a):
+            t = time.perf_counter()
+            out = inner(*a)
+            spent[0] += time.perf_counter() - t
+            return out
+        model.generate = timed
+        before = kernel.counters()
+        try:
+            (r,) = run_model_batch([image], dtype=dtype, executor=executor, log=lambda m: None)
+        finally:
+            del model.generate
+        after = kernel.counters()
+        PROFILE.clear()
+        PROFILE.update({k: after[k] - before[k] for k in after}, kernel_seconds=spent[0])
+        return r, r.seconds
     if how == "speculative":
         (r,) = run_model_speculative([image], dtype=dtype, log=lambda m: None)
     else:
@@ -80,6 +103,12 @@ def main():
         for how in ("fast",) + (() if args.skip_stock else ("stock plain", "speculative")):
             r, dt = run(image, dtype, how)
             rows[how] = (r, dt)
+        p, n = PROFILE, max(PROFILE["positions"], 1)
+        print(f"{name:9s} profile: {p['positions']:,d} positions (prompt included), C kernel "
+              f"{1e6 * p['kernel_seconds'] / n:.0f} us/position ({p['kernel_seconds'] / rows['fast'][1]:.0%} of "
+              f"the run; the rest: decoding frames, the host loop); per position {p['updates'] / n:,.0f} weights "
+              f"applied to changed inputs ({p['head updates'] / n:,.0f} of them the LM head's tree nodes), "
+              f"{p['resets']} products recomputed from scratch")
         ref = rows["fast"][0]
         for how, (r, dt) in rows.items():
             assert (r.console, r.halt, r.records) == (ref.console, ref.halt, ref.records), how

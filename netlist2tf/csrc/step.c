@@ -844,7 +844,6 @@ static int head(model_t *m, row_t *r, float *logits)
     while ((1ll << levels) < 2 * S)
         levels++;
     memset(cnt, 0, 64 * sizeof(int64_t));
-    int64_t nd = 0;
     for (int64_t k = 0; k < x->n; k++) {
         const int64_t j = x->idx[k];
         const double dx = (double)x->v[j] - (double)x->old[k];          /* exact (bound) */
@@ -853,28 +852,28 @@ static int head(model_t *m, row_t *r, float *logits)
         for (int64_t e = m->tptr[j]; e < m->tptr[j + 1]; e++) {
             int64_t n = m->tnode[e];
             r->lz[n] += (double)m->tw[e] * dx;
-            while (n >= 1 && !r->tdirty[n]) {        /* n and its ancestors need their mx again */
-                r->tdirty[n] = 1;
-                list[nd++] = (int32_t)n;
-                cnt[63 - __builtin_clzll((uint64_t)n)]++;
+            if (r->tdirty[n])
+                continue;
+            int L = 63 - __builtin_clzll((uint64_t)n);
+            while (n >= 1 && !r->tdirty[n]) {        /* n and its ancestors need their mx again: */
+                r->tdirty[n] = 1;                    /* level L's dirty nodes go to list[2^L ..] */
+                list[(1ll << L) + cnt[L]++] = (int32_t)n;
                 n >>= 1;
+                L--;
             }
         }
     }
-    /* recompute the dirty nodes deepest level first (a counting sort by level into list + 2S) */
-    int64_t off[64], total = 0;
-    for (int L = levels - 1; L >= 0; L--) {
-        off[L] = total;
-        total += cnt[L];
-    }
-    int32_t *sorted = list + 2 * S;
-    for (int64_t k = 0; k < nd; k++)
-        sorted[off[63 - __builtin_clzll((uint64_t)list[k])]++] = list[k];
-    for (int64_t k = 0; k < nd; k++) {
-        const int64_t n = sorted[k];
-        r->tdirty[n] = 0;
-        r->mx[n] = n >= S ? r->lz[n] : r->lz[n] + fmax(r->mx[2 * n], r->mx[2 * n + 1]);
-    }
+    for (int L = levels - 1; L >= 0; L--)            /* recompute them, deepest level first */
+        for (int64_t k = 0; k < cnt[L]; k++) {
+            const int64_t n = list[(1ll << L) + k];
+            r->tdirty[n] = 0;
+            if (n >= S) {
+                r->mx[n] = r->lz[n];
+            } else {
+                const double a = r->mx[2 * n], b = r->mx[2 * n + 1];     /* finite, or -inf past V */
+                r->mx[n] = r->lz[n] + (a >= b ? a : b);
+            }
+        }
     int64_t n = 1;
     while (n < S)
         n = r->mx[2 * n] >= r->mx[2 * n + 1] ? 2 * n : 2 * n + 1;
