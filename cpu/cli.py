@@ -316,7 +316,8 @@ def build_parser():
                        help="model engine: stock transformers' forward (default), or netlist2tf.fast: the same "
                             "weights' non-zero entries computed sparsely on one core, equal to the stock "
                             "forward at every layer (docs/FAST.md; bench/fast_executor.py measures it); it "
-                            "generates plainly; a checkpoint it cannot run (a merged one) runs stock")
+                            "generates plainly; merged checkpoints too (trace-only prompts); a checkpoint or a value it "
+                            "cannot prove exact runs stock, with a line saying why")
         p.add_argument("--checkpoint", metavar="FOLDER", default=None,
                        help="model engine: run this checkpoint instead of the cached build: the compiled "
                             "CPU's folder (build/cpu-model/...) or one merged in front of a Qwen3.5 model "

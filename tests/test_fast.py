@@ -307,3 +307,35 @@ def test_generation_by_frames_equals_stock_generation(design, layers, compiled):
     runs = [run_model(m, protocol, inits, inputs, 30, initial_memory=meta["initial_memory"]) for m in (stock, fast)]
     for field in ("outputs", "registers", "writes", "tokens", "frame_tokens"):
         assert getattr(runs[0], field) == getattr(runs[1], field), field
+
+
+def _first_cycles(names, steps=2000):
+    """The first ``steps`` instructions of table programs, teacher-forced by the fast executor in one
+    batch: its greedy token at every generated position equals the netlist simulator's trace (which
+    tests/cpu/test_model_engine.py and docs/CPU-MODEL.md prove the stock model generates), and the
+    decoded records equal unicorn's for those instructions."""
+    from cpu.model_engine import check_model_batch
+    from cpu.programs import table_images
+    from cpu.unicorn_ref import run_unicorn
+
+    images = [img for prog, img in table_images(16384) if prog.name in names and img is not None]
+    assert len(images) == len(names)
+    results = check_model_batch(images, max_steps=steps, executor="fast", log=lambda m: None)
+    for r, img in zip(results, images):
+        want = run_unicorn(img, ram_size=16384, max_steps=steps)
+        assert (r.console, r.halt, r.records) == (want.console, want.halt, want.records)
+
+
+@pytest.mark.xdist_group("cpu-model")
+def test_first_cycles_of_a_table_program_teacher_forced_by_the_fast_executor():
+    """crc32's first 600 instructions (the slow case below: every table program's first 2,000)."""
+    _first_cycles({"crc32"}, steps=600)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("cpu-model")
+def test_first_2000_cycles_of_every_table_program_teacher_forced_by_the_fast_executor():
+    from cpu.programs import PROGRAMS, table_images
+
+    _first_cycles({prog.name for prog, img in table_images(16384) if img is not None})
+    assert len(PROGRAMS) == 13

@@ -843,37 +843,57 @@ static int head(model_t *m, row_t *r, float *logits)
     int levels = 0;
     while ((1ll << levels) < 2 * S)
         levels++;
-    memset(cnt, 0, 64 * sizeof(int64_t));
-    for (int64_t k = 0; k < x->n; k++) {
-        const int64_t j = x->idx[k];
-        const double dx = (double)x->v[j] - (double)x->old[k];          /* exact (bound) */
-        m->updates_head += m->tptr[j + 1] - m->tptr[j];
-        m->updates += m->tptr[j + 1] - m->tptr[j];
-        for (int64_t e = m->tptr[j]; e < m->tptr[j + 1]; e++) {
-            int64_t n = m->tnode[e];
-            r->lz[n] += (double)m->tw[e] * dx;
-            if (r->tdirty[n])
-                continue;
-            int L = 63 - __builtin_clzll((uint64_t)n);
-            while (n >= 1 && !r->tdirty[n]) {        /* n and its ancestors need their mx again: */
-                r->tdirty[n] = 1;                    /* level L's dirty nodes go to list[2^L ..] */
-                list[(1ll << L) + cnt[L]++] = (int32_t)n;
-                n >>= 1;
-                L--;
+    int64_t total = 0;
+    for (int64_t k = 0; k < x->n; k++)
+        total += m->tptr[x->idx[k] + 1] - m->tptr[x->idx[k]];
+    m->updates_head += total;
+    m->updates += total;
+    if (total > S / 8) {
+        /* many nodes: add to them, then recompute every internal node bottom-up (a level is a
+         * contiguous stretch: cheaper than marking the dirty ones) */
+        for (int64_t k = 0; k < x->n; k++) {
+            const int64_t j = x->idx[k];
+            const double dx = (double)x->v[j] - (double)x->old[k];      /* exact (bound) */
+            for (int64_t e = m->tptr[j]; e < m->tptr[j + 1]; e++)
+                r->lz[m->tnode[e]] += (double)m->tw[e] * dx;
+        }
+        for (int64_t i = 0; i < m->V; i++)
+            r->mx[S + i] = r->lz[S + i];
+        for (int64_t n = S - 1; n >= 1; n--) {
+            const double a = r->mx[2 * n], b = r->mx[2 * n + 1];         /* finite, or -inf past V */
+            r->mx[n] = r->lz[n] + (a >= b ? a : b);
+        }
+    } else {
+        memset(cnt, 0, 64 * sizeof(int64_t));
+        for (int64_t k = 0; k < x->n; k++) {
+            const int64_t j = x->idx[k];
+            const double dx = (double)x->v[j] - (double)x->old[k];      /* exact (bound) */
+            for (int64_t e = m->tptr[j]; e < m->tptr[j + 1]; e++) {
+                int64_t n = m->tnode[e];
+                r->lz[n] += (double)m->tw[e] * dx;
+                if (r->tdirty[n])
+                    continue;
+                int L = 63 - __builtin_clzll((uint64_t)n);
+                while (n >= 1 && !r->tdirty[n]) {    /* n and its ancestors need their mx again: */
+                    r->tdirty[n] = 1;                /* level L's dirty nodes go to list[2^L ..] */
+                    list[(1ll << L) + cnt[L]++] = (int32_t)n;
+                    n >>= 1;
+                    L--;
+                }
             }
         }
+        for (int L = levels - 1; L >= 0; L--)        /* recompute them, deepest level first */
+            for (int64_t k = 0; k < cnt[L]; k++) {
+                const int64_t n = list[(1ll << L) + k];
+                r->tdirty[n] = 0;
+                if (n >= S) {
+                    r->mx[n] = r->lz[n];
+                } else {
+                    const double a = r->mx[2 * n], b = r->mx[2 * n + 1];
+                    r->mx[n] = r->lz[n] + (a >= b ? a : b);
+                }
+            }
     }
-    for (int L = levels - 1; L >= 0; L--)            /* recompute them, deepest level first */
-        for (int64_t k = 0; k < cnt[L]; k++) {
-            const int64_t n = list[(1ll << L) + k];
-            r->tdirty[n] = 0;
-            if (n >= S) {
-                r->mx[n] = r->lz[n];
-            } else {
-                const double a = r->mx[2 * n], b = r->mx[2 * n + 1];     /* finite, or -inf past V */
-                r->mx[n] = r->lz[n] + (a >= b ? a : b);
-            }
-        }
     int64_t n = 1;
     while (n < S)
         n = r->mx[2 * n] >= r->mx[2 * n + 1] ? 2 * n : 2 * n + 1;
