@@ -480,16 +480,22 @@ class Comparison:
 
 
 @torch.no_grad()
-def compare_with_stock(fast: FastModel, stock, ids: torch.Tensor, limit: int = 50) -> Comparison:
+def compare_with_stock(fast: FastModel, stock, ids: torch.Tensor, limit: int = 50, every: int = 1) -> Comparison:
     """Run ``ids`` (B, T) through the stock model (one forward call, ``output_hidden_states``) and
-    through ``fast`` one position at a time, and compare, at every position, the hidden state after
-    the embedding and after every layer (the last one normalised, as transformers returns it) and the
-    logits: equal values (``torch.equal``). Returns the first ``limit`` mismatches."""
+    through ``fast`` one position at a time, and compare, at every ``every``-th position (and the
+    last), the hidden state after the embedding and after every layer (the last one normalised, as
+    transformers returns it) and the logits: equal values (``torch.equal``). Returns the first
+    ``limit`` mismatches; ``positions`` counts the compared ones (batch rows x positions)."""
     out = stock(input_ids=ids, output_hidden_states=True)
     B, T = ids.shape
     state = fast.new_state(B)
     bad = []
+    compared = 0
     for t in range(T):
+        if t % every and t != T - 1:
+            fast.step(ids[:, t], state)
+            continue
+        compared += B
         hidden = []
         logits = fast.step(ids[:, t], state, hidden)
         for layer, (mine, theirs) in enumerate(zip(hidden, out.hidden_states)):
@@ -499,7 +505,7 @@ def compare_with_stock(fast: FastModel, stock, ids: torch.Tensor, limit: int = 5
             bad.append((t, "logits"))
         if len(bad) >= limit:
             break
-    return Comparison(B * T, len(out.hidden_states), bad[:limit])
+    return Comparison(compared, len(out.hidden_states), bad[:limit])
 
 
 # -- the C kernel (netlist2tf/csrc/step.c): the whole position in one call ---------------------------

@@ -178,6 +178,30 @@ def test_every_layer_equals_stock_on_the_cpu(dtype, cpu_trace):
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu-model")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
+def test_every_layer_equals_stock_deep_into_a_program(dtype):
+    """crc32's netlist-simulator trace over its first 400 cycles (~8,000 positions): every layer's
+    hidden state and the logits at every 97th position equal stock transformers' (the fast
+    executor steps through every position; stock runs the whole trace in one forward call)."""
+    import numpy as np
+
+    from cpu.model_engine import load_model
+    from cpu.programs import table_images
+    from netlist2tf.sim import TableStimulus
+
+    image = dict((p.name, img) for p, img in table_images(16384))["crc32"]
+    model, protocol, netlist, inits, meta, folder = load_model()
+    mems = [{**meta["initial_memory"], "ram": image.words()}]
+    rows, _, _ = expected_tokens(protocol, netlist, inits, 400, 1, 0, mems,
+                                 stimulus=TableStimulus({"rst": np.zeros(400, dtype=np.uint64)}))
+    ids = torch.tensor(rows)
+    report = compare_with_stock(FastModel(folder, dtype), load_checkpoint(folder, dtype)[0], ids, every=97)
+    assert report.mismatches == [], report.mismatches[:5]
+    assert report.positions > 80 and ids.shape[1] > 7000
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("cpu-model")
 def test_every_layer_of_the_torch_path_equals_stock_on_the_cpu(cpu_trace):
     folder, ids = cpu_trace
     ids = ids[:, :260]
