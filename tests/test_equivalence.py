@@ -35,8 +35,10 @@ def reference_runs():
     return get
 
 
-@pytest.mark.parametrize("flow", ["word", "gate"])
-@pytest.mark.parametrize("design", EXAMPLES)
+# the ALU's gate-level netlist (the largest: ~3 minutes here) is a slow case; its word-level one runs
+@pytest.mark.parametrize("design,flow", [
+    pytest.param(d, f, marks=[pytest.mark.slow] if (d.endswith(":ALU") and f == "gate") else [])
+    for d in EXAMPLES for f in ("word", "gate")])
 def test_matches_amaranth_every_cycle(design, flow, build_dir, reference_runs):
     netlist = parse_netlist(synthesize(design, flow, build_dir).json_text)
     inputs, ref = reference_runs(design, netlist)
