@@ -114,7 +114,6 @@ class _Sparse:
         self.indptr = csr.crow_indices().contiguous()
         self.col = csr.col_indices().contiguous()
         self.val = csr.values().contiguous()
-        self.col32 = self.col.to(torch.int32)
         self.nnz = int(self.val.numel())
         self.csr64 = None
 

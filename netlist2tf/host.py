@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from .errors import Netlist2TFError
-from .protocol import TraceProtocol
+from .protocol import Field, TraceProtocol
 
 
 @dataclass
@@ -110,7 +110,7 @@ def _run_generating(model, protocol, inputs, cycles, B, seqs, until) -> ModelRun
         end = torch.zeros(protocol.vocab_size, dtype=torch.uint8)
         per = 1 << protocol.chunk_bits
         for parity in (0, 1):
-            first = protocol._base(gen[-1][0], gen[-1][1], parity)
+            first = protocol.token(Field(gen[-1][0], gen[-1][1], parity, 0))
             end[first:first + per] = 1
     cache = model.new_cache(B)
     pending = [list(s) for s in seqs]

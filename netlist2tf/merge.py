@@ -426,6 +426,7 @@ class MergedTrace:
     def __init__(self, model, offset: int, vocab: int, prefix=()):
         self.model, self.offset, self.vocab, self.prefix = model, offset, vocab, list(prefix)
         self.config = model.config
+        self._end = (None, None)        # generate's last frame-end mask and its whole-vocabulary widening
 
     def parameters(self):
         return self.model.parameters()
@@ -458,8 +459,11 @@ class MergedTrace:
             ids, cache.fresh[row] = list(self.prefix) + ids, False
         end = None
         if end_mask is not None:
-            end = torch.zeros(self.offset + self.vocab, dtype=torch.uint8)
-            end[self.offset:] = end_mask
+            if self._end[0] is not end_mask:                           # widened once per mask
+                wide = torch.zeros(self.offset + self.vocab, dtype=torch.uint8)
+                wide[self.offset:] = end_mask
+                self._end = (end_mask, wide)
+            end = self._end[1]
         out = self.model.generate(cache, row, ids, end, max_new)
         if any(t < self.offset for t in out):
             raise TraceError("the merged model's greedy choice at a trace position is a base-vocabulary "

@@ -207,17 +207,7 @@ class TraceProtocol:
         return out
 
     def field(self, token: int) -> Field:
-        if not 0 <= token < self.vocab_size:
-            raise TraceError(f"token {token} is outside the trace vocabulary (0..{self.vocab_size - 1})")
-        per = 1 << self.chunk_bits
-        offset = 0
-        for k in KINDS:
-            span = 2 * len(self.chunks_of(k)) * per
-            if token < offset + span:
-                rel = token - offset
-                return Field(k, rel // (2 * per), (rel // per) % 2, rel % per)
-            offset += span
-        raise AssertionError("unreachable")
+        return self.fields([token])[0]
 
     @property
     def tokens_per_cycle(self) -> int:

@@ -109,7 +109,7 @@ typedef struct {
 } model_t;
 
 enum { OK = 0, E_SILU = 1, E_SIGMOID = 2, E_SOFTPLUS = 3, E_DECAY = 4, E_KEY = 5, E_QUERY = 6, E_NORM = 7,
-       E_SUM = 8, E_ALLOC = 9, E_TOKEN = 10, E_ATTN = 11 };
+       E_SUM = 8, E_TOKEN = 10, E_ATTN = 11 };
 
 /* -- per-row state ------------------------------------------------------------------------------ */
 
@@ -231,7 +231,7 @@ row_t *n2t_row_new(const model_t *m)
         r->on_tree = 1;
         r->lz = row_alloc(r, 2 * S, sizeof(double));
         r->mx = row_alloc(r, 2 * S, sizeof(double));
-        r->tlist = row_alloc(r, 4 * S, sizeof(int32_t));
+        r->tlist = row_alloc(r, 2 * S, sizeof(int32_t));   /* level L at [2^L, 2^(L+1)) */
         r->tcount = row_alloc(r, 64, sizeof(int64_t));
         r->tdirty = row_alloc(r, 2 * S, 1);
         r->tsum = row_alloc(r, 2 * S, sizeof(double));
