@@ -12,9 +12,10 @@ import time
 
 import torch
 
-from netlist2tf.assemble import assemble, standalone_layer_types
+from netlist2tf.driver import compile_netlist
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
+from netlist2tf.plan import CompileSettings, standalone_layer_types
 from netlist2tf.schedule import schedule
 from netlist2tf.target import Target
 from netlist2tf.verify import verify_teacher_forced
@@ -29,7 +30,7 @@ def compile_at_depth(design: str, flow: str):
     probe = schedule(nl, Target(1 << 30, 1 << 30, standalone_layer_types(80), 1, 1, 64, 64, 1, 1, 16, name="probe"))
     layers = max(3, probe.depth + 1)
     t0 = time.perf_counter()
-    compiled = assemble(nl, layers=layers)
+    compiled = compile_netlist(nl, CompileSettings(layers=layers))
     return nl, compiled, time.perf_counter() - t0
 
 

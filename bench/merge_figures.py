@@ -18,11 +18,12 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM
 
-from netlist2tf.assemble import assemble
+from netlist2tf.driver import compile_netlist
 from netlist2tf.emit import emit_checkpoint, load_checkpoint
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
 from netlist2tf.merge import load_merged, make_base, merge_checkpoints
+from netlist2tf.plan import CompileSettings
 from netlist2tf.verify import verify_teacher_forced
 
 
@@ -49,7 +50,7 @@ def main():
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="merge-bench-"))
     result = synthesize(args.design, "macro", "build")
-    compiled = assemble(parse_netlist(result.json_text), layers=args.layers)
+    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=args.layers))
     folder = emit_checkpoint(compiled, result.json_text, root / "compiled")
     like = AutoModelForCausalLM.from_pretrained(folder).config.to_dict()
     alone = trace_speed(*load_checkpoint(folder), args.cycles)

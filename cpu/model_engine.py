@@ -57,7 +57,7 @@ _LOADED: dict = {}
 # the netlist2tf modules the checkpoint and its report are made from: these and every module of the
 # package they import (at module level or inside functions), found by reading their imports
 # (``compiler_modules``), so a change to any of them (sim.py's cell tables too) rebuilds the cache
-_COMPILER_ROOTS = ("netlist2tf.assemble", "netlist2tf.emit", "netlist2tf.frontend", "netlist2tf.formal",
+_COMPILER_ROOTS = ("netlist2tf.driver", "netlist2tf.assemble", "netlist2tf.emit", "netlist2tf.frontend", "netlist2tf.formal",
                    "netlist2tf.report")
 
 
@@ -124,8 +124,16 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None) -
     return _BUILT[where]
 
 
+def model_settings():
+    """The CompileSettings of the CPU model (the driver's input; part of the cache key)."""
+    from netlist2tf.plan import CompileSettings
+
+    return CompileSettings(layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM, outputs=MODEL_OUTPUTS,
+                           gated=(GATED[0], tuple(GATED[1])))
+
+
 def _build_checkpoint(ram_size, build_dir, log) -> Path:
-    from netlist2tf.assemble import assemble
+    from netlist2tf.driver import compile_netlist
     from netlist2tf.emit import emit_checkpoint
     from netlist2tf.frontend import synthesize
     from netlist2tf.ir import parse_netlist
@@ -136,9 +144,8 @@ def _build_checkpoint(ram_size, build_dir, log) -> Path:
     drop_kernel_notes()
     log = log or (lambda msg: print(msg, file=sys.stderr))
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
-    settings = {"design": core_design(ram_size), "flow": FLOW, "layers": LAYERS,
-                "chunk_bits": CHUNK_BITS, "head_dim": KEY_HEAD_DIM, "keep_outputs": list(MODEL_OUTPUTS),
-                "gated": [GATED[0], list(GATED[1])]}
+    compile_settings = model_settings()
+    settings = {"design": core_design(ram_size), "flow": FLOW, **compile_settings.record()}
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + b"\0" +
                          result.json_text.encode() + b"\0" + compiler_digest().encode()).hexdigest()[:16]
     folder = default_build_dir(build_dir) / "cpu-model" / key
@@ -146,27 +153,20 @@ def _build_checkpoint(ram_size, build_dir, log) -> Path:
         return folder
     evict_stale(folder.parent, key, settings["design"])
     log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}; about 2-3 minutes on one "
-        f"core, four steps) ...")
+        f"core, five steps) ...")
     t0 = time.perf_counter()
+    steps = iter(range(1, 6))
 
     def step(what):
-        log(f"  {time.perf_counter() - t0:5.0f} s  {what}")
+        log(f"  {time.perf_counter() - t0:5.0f} s  {next(steps)}/5 {what}")
     netlist = parse_netlist(result.json_text, str(result.json_path))
-    step("1/4 proving with z3 that the gated M-unit state does not matter while the unit is idle")
-    # the gated M state must not matter while the M unit is idle: proved for every state (z3)
-    from netlist2tf.formal import prove_gated
-    cex = prove_gated(netlist, GATED[0], GATED[1])
-    if cex is not None:
-        raise Netlist2TFError(f"the core's {', '.join(GATED[1])} matter while {GATED[0]} is 0, so the model "
-                              f"(which emits them only while the M unit is busy) would diverge: {cex}; change "
-                              f"hdl/rv32 or cpu.model_engine.GATED")
-    step("2/4 scheduling the netlist onto the layers and building the weights")
-    compiled = assemble(netlist, layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM,
-                        outputs=MODEL_OUTPUTS, gated=GATED)
-    step(f"3/4 writing the checkpoint ({compiled.stats['parameters'] / 1e6:.0f} M parameters)")
+    # the gated M state must not matter while the M unit is idle: proved for every state (z3) on the
+    # netlist the model computes; a netlist the prover cannot model is an error here, not a warning
+    compiled = compile_netlist(netlist, compile_settings, log=log, strict=True, step=step)
+    step("writing the checkpoint")
     emit_checkpoint(compiled, result.json_text, folder, settings=settings)
-    step("4/4 writing the layer-assignment report")
-    write_report(build_report(netlist, compiled), folder / "report")
+    step("writing the layer-assignment report")
+    write_report(build_report(compiled.plan, compiled.stats["nonzero"]), folder / "report")
     st = compiled.stats
     log(f"compiled in {time.perf_counter() - t0:.0f} s: {st['layers']} layers, hidden {st['hidden_size']}, "
         f"{st['parameters'] / 1e6:.1f} M parameters ({st['nonzero'] / 1e6:.1f} M non-zero), "

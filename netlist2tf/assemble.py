@@ -1,25 +1,20 @@
-"""Assemble a compiled model: schedule + protocol -> the weights of a ``Qwen3_5ForCausalLM``.
+"""Write a model plan's weights: ``ModelPlan`` -> a ``Qwen3_5ForCausalLM`` (docs/COMPILER.md 2).
 
-The model (docs/COMPILER.md 2), for a design with registers, inputs and memories (one write port
-each, any number of asynchronous read ports):
+``netlist2tf.plan.plan_model`` decides everything (schedule, protocol, residual layout, neurons,
+heads, token rows); ``write_weights`` only writes it into the modules of a fresh model:
 
-* **embedding**: each token's row is an active residual vector (``layout.initial``) carrying the
-  token's value bits (TV pairs), which layer-0 head it writes (a write enable per input, register
-  and write-port chunk; a register token's parity row), the register row to read at this position
-  (RP pairs), whether it is the frame's commit token, and what the model must emit next: a one-hot
-  over the generated chunks (EMIT pairs) and that token's parity (EP pair);
-* **layer 0's mixer** (DeltaNet): one value head per input chunk and per write-port chunk (one row:
-  the latest token of that chunk) and per register chunk (2 rows, the frame-parity double buffer),
-  ``group`` value heads to a key head, read into the logic's source pairs (and into the gathered
-  write-port fields);
-* **memory reads**: banks of ``head_dim`` words, each a key head whose projection + silu decodes the
-  read port's address bits (no FFN level) and the write port's gathered address, enable and the
-  commit flag: every write of a frame lands at its last token;
-* **FFNs**: the scheduled logic (``lower.lower_logic``); the last layer's FFN also copies the bits of
-  the chunk to emit into the EV pairs (an AND-OR over the EMIT one-hot);
-* **LM head**: the score of token T is the number of its fields that match EMIT/EP/EV, so the right
-  token wins by at least 1. Standalone models have DeltaNet layers only where state is read; the
-  other layers are full attention with all-zero weights (silent), the last one among them.
+* **embedding**: each token's row is an active residual vector (``layout.initial``) with the pairs
+  its plan row sets: the token's value bits, which layer-0 head it writes, the register row to read,
+  the commit flag, what the model must emit next;
+* **DeltaNet value heads** (``gadgets.deltanet_memory.configure_memory``): layer 0's register, input
+  and write-field heads, then the memory banks (addresses decoded in the head's projection + silu);
+* **FFNs** (``gadgets.ffn_threshold.configure_mlp``): the scheduled logic and, in the last layer, the
+  selection of the emitted chunk's bits;
+* **LM head**: weight 1 on the channels of a token's fields, so the right token wins by at least 1.
+  Layers without state reads are full attention with all-zero weights (silent).
+
+``assemble(netlist, **settings)`` is ``driver.compile_netlist`` without the gating proof, for tests
+and scripts that compile small designs in one call.
 """
 
 from dataclasses import dataclass
@@ -28,14 +23,13 @@ import torch
 
 from .errors import Netlist2TFError
 from .gadgets.deltanet_memory import calibrate_read, clear_module, configure_memory
-from .gadgets.ffn_threshold import Neuron, configure_mlp
+from .gadgets.ffn_threshold import configure_mlp
 from .gadgets.layout import NORM_WEIGHT, ResidualLayout
-from .graph import keep_outputs
-from .ir import CONST0, CONST1, CONSTX, Netlist
-from .lower import allocate_pairs_reusing, lower_logic, reset_neurons
-from .protocol import IN, MA, MD, REG, TraceProtocol
-from .schedule import Schedule, ScheduleError, schedule
-from .target import FULL, LINEAR, Target
+from .plan import (CompileSettings, ModelPlan, memory_capacity_slots, plan_model, reachable_banks,  # noqa: F401
+                   resolve_gated, standalone_layer_types)
+from .protocol import TraceProtocol
+from .schedule import Schedule
+from .target import LINEAR
 
 
 @dataclass(frozen=True)
@@ -48,215 +42,20 @@ class Compiled:
     initial_registers: dict     # "reg:NAME" -> init value
     initial_memory: dict        # memory name -> {address: word} (non-zero initial words)
     stats: dict
-    outputs: tuple | None = None    # the output ports kept (``assemble(outputs=...)``); None: all
-    gated: tuple | None = None      # (gate register, group registers) of ``assemble(gated=...)``
+    outputs: tuple | None = None    # the output ports kept (``CompileSettings.outputs``); None: all
+    gated: tuple | None = None      # (gate register, group registers) of ``CompileSettings.gated``
+    plan: ModelPlan | None = None
 
 
-def resolve_gated(netlist: Netlist, gate: str, group) -> tuple[int, tuple[int, ...]]:
-    """(gate net, the group's register output nets) for ``assemble(gated=(gate, group))``: ``gate``
-    names a 1-bit register (its next value, the D net, is the gate), ``group`` registers by signal
-    name. Raises Netlist2TFError naming a signal that is not a register."""
-    sigs = {s.name: s.bits for s in netlist.signals}
-    d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
-    for name in [gate, *group]:
-        if name not in sigs or not all(n in d_of_q for n in sigs[name]):
-            raise Netlist2TFError(f"gated registers: {name!r} is not a register of {netlist.top}")
-    if len(sigs[gate]) != 1 or gate in group:
-        raise Netlist2TFError(f"gated registers: the gate {gate!r} must be a 1-bit register outside the group")
-    return d_of_q[sigs[gate][0]], tuple(n for name in group for n in sigs[name])
-
-
-def reachable_banks(mem, port: int, slots: int) -> list[int]:
-    """The banks of ``slots`` words that read port ``port`` of ``mem`` can address: an address bit
-    tied to a constant rules out the words that differ in it (a register file kept after the RAM in
-    one memory is read through a bank or two, not through all of them)."""
-    fixed = {i: int(n == CONST1) for i, n in enumerate(mem.read_ports[port].addr) if n in (CONST0, CONST1, CONSTX)}
-    width = len(mem.read_ports[port].addr)
-    banks = []
-    for bank in range(-(-mem.size // slots)):
-        lo, hi = bank * slots, min(mem.size, (bank + 1) * slots)
-        if any(a < (1 << width) and all(((a >> i) & 1) == v for i, v in fixed.items()) for a in range(lo, hi)):
-            banks.append(bank)
-    return banks
-
-
-def memory_capacity_slots(d_k: int) -> int:
-    """Words one DeltaNet head holds with key head dim ``d_k`` (d_k = 128 gives one up to the exact
-    query scale: see gadgets/deltanet_memory.py)."""
-    return d_k - (1 if calibrate_read(d_k).query_dummy is not None else 0)
-
-
-def standalone_layer_types(layers: int) -> tuple[str, ...]:
-    """DeltaNet layers with the last one full attention (the attention layer transformers' cache
-    expects); the widths of a standalone model are filled in by ``assemble`` from the design's needs."""
-    if layers < 2:
-        raise Netlist2TFError("the compiled model needs at least 2 layers (state reads, then logic)")
-    return (LINEAR,) * (layers - 1) + (FULL,)
-
-
-def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64,
-             target: Target | None = None, check_only: bool = False, outputs=None, gated=None):
-    """Compile ``netlist`` (the LUT/macro flow's netlist) into a model.
-
-    Without ``target`` the model is shaped for the design: ``layers`` layers, DeltaNet layers where
-    state is read (layer 0 and the memory reads' layers, the others minimal full-attention layers
-    whose weights are all zero), DeltaNet key heads of ``head_dim`` slots and value heads of one
-    chunk (``4 * chunk_bits`` dims). With a ``target`` (e.g. ``Target.from_config_json`` of a Qwen3.5
-    checkpoint) the model uses exactly its per-layer shapes, or the error lists every number that
-    does not fit. ``check_only``: stop after the fit check and return the demands (no weights).
-    ``outputs``: emit only these output ports (``graph.keep_outputs``: the logic only they need
-    is dropped; registers and memories stay), for a host that decodes the rest from the trace.
-    ``gated``: (GATE, [REGISTER, ...]) by signal name: the registers' tokens are emitted only in the
-    frames where register GATE's next value is 1 (``resolve_gated``; protocol.py).
-    Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
-    if outputs is not None:
-        outputs = tuple(outputs)
-        netlist = keep_outputs(netlist, outputs)
-    clocks = {r.clock for r in netlist.registers}
-    gated_nets = None if gated is None else resolve_gated(netlist, *gated)
-    proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits, gated_nets)
-    for m in netlist.memories:
-        if any(rp.clocked for rp in m.read_ports):
-            raise Netlist2TFError(f"memory {m.name} has a synchronous read port; compile the lut flow's "
-                                  f"netlist (memory_nordff turns it into a register and a read)")
-        if not m.write_ports:
-            raise Netlist2TFError(f"memory {m.name} is read-only; ROMs are not lowered yet")
-    if target is not None:
-        layers, types = target.num_layers, target.layer_types
-        dk, dv = target.linear_key_head_dim, target.linear_value_head_dim
-        group = target.linear_num_value_heads // target.linear_num_key_heads
-    else:
-        types = standalone_layer_types(layers)
-        dk, dv = head_dim, 4 * chunk_bits
-    if types[0] != LINEAR or FULL not in types:
-        raise Netlist2TFError("the compiled model needs a DeltaNet layer first (register reads) and "
-                              f"at least one full-attention layer; the target's layers are {list(types)}")
-    piece = dv // 4                           # bits per DeltaNet value head (quarter packing)
-    if chunk_bits > piece:
-        raise Netlist2TFError(f"{chunk_bits}-bit chunks need DeltaNet value heads of at least "
-                              f"{4 * chunk_bits} dims, not {dv}")
-    mems = {m.name: m for m in netlist.memories}
-    if target is None:
-        group = max([1] + [-(-m.width // piece) for m in netlist.memories])
-    probe = schedule(netlist, Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16,
-                                     name=target.name if target else f"of {layers} layers"))
-    if target is None:                        # DeltaNet only where state is read
-        used = {0} | set(probe.read_layer.values())
-        types = tuple(LINEAR if i in used else FULL for i in range(layers))
-    slots = memory_capacity_slots(dk)
-
-    # DeltaNet heads: key heads per layer, each with up to `group` value heads.
-    write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
-    key_heads = [0] * layers
-    key_heads[0] = sum(-(-n // group) for n in (len(proto.inputs), len(proto.registers), len(write_chunks)))
-    for (mem, port), layer in probe.read_layer.items():
-        m = mems[mem]
-        if -(-m.width // piece) > group:
-            raise Netlist2TFError(f"memory {mem}: {m.width}-bit words need {-(-m.width // piece)} value "
-                                  f"heads of {piece} bits per key head, the target groups {group}")
-        key_heads[min(layer, layers - 1)] += len(reachable_banks(m, port, slots))
-    nk = max(1, max(key_heads))
-    mem_proto = {p.memory: p for p in proto.ports}
-    d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
-    emit_chunks = list(proto.generated)
-    kept = {d_of_q[n] if kind == REG else n for kind, idx in emit_chunks
-            for n in proto.chunks_of(kind)[idx].bits}
-    if proto.gate is not None:
-        kept.add(proto.gate)            # read by the last FFN: which token follows the branch
-    pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
-
-    # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
-    # parity, commit flag, the gathered write-port fields, emit one-hot, emit parity, emitted value.
-    base = max(pairs.values(), default=-1) + 1
-    names = {}
-
-    def extra(name, count):
-        names[name] = list(range(base + sum(len(v) for v in names.values()),
-                                 base + sum(len(v) for v in names.values()) + count))
-
-    extra("tv", chunk_bits)
-    extra("we_in", len(proto.inputs))
-    extra("we_reg", len(proto.registers))
-    extra("regpar", 2)
-    extra("we_w", len(write_chunks))
-    extra("rp", 2)
-    extra("commit", 1)
-    for kind, j in write_chunks:
-        extra(f"wf:{kind}:{j}", len(proto.chunks_of(kind)[j].bits))
-    extra("emit", len(emit_chunks))
-    extra("emitbr", 2 if proto.gated else 0)        # at the branch: the group if the gate, else after it
-    extra("ep", 1)
-    extra("ev", chunk_bits)
-    n_pairs = base + sum(len(v) for v in names.values())
-    hidden = 1 + 2 * n_pairs
-    hidden += 8 + (64 * hidden) // (127 * 127)          # room for the anchors
-    hidden = (hidden + 7) // 8 * 8
-    needed = hidden
-    if target is not None:
-        hidden = max(hidden, target.hidden_size)         # report the need, build with the target's
-    layout = ResidualLayout.build(hidden, n_pairs)
-
-    def P(name, i=0):
-        return layout.pair(names[name][i])
-
-    # The logic, the pair resets, then the emit selection in the last layer's FFN.
-    neurons = lower_logic(netlist, probe, layout, pairs)
-    for layer, nets in enumerate(resets):
-        neurons[layer] += reset_neurons(nets, layout, pairs)
-    select: list[Neuron] = []
-    for e, (kind, idx) in enumerate(emit_chunks):
-        chunk = proto.chunks_of(kind)[idx]
-        emit = P("emit", e)[0]
-        for i, net in enumerate(chunk.bits):
-            net = d_of_q[net] if kind == REG else net
-            ev = P("ev", i)
-            if net == CONST1:
-                select.append(Neuron(((emit, 1),), 0, ((ev[0], 1), (ev[1], -1))))
-            elif net not in (CONST0, CONSTX):
-                select.append(Neuron(((emit, 1), (layout.pair(pairs[net])[0], 1)), -1,
-                                     ((ev[0], 1), (ev[1], -1))))
-    if proto.gated:
-        # The token before the gated group: the gate chooses the group's first chunk or the first
-        # chunk after the group (both REG: same parity). Its embedding sets both branch slots; each
-        # selects its chunk's bits under its side of the gate, and one neuron each sets the kind's
-        # emit pair for the LM head.
-        gate = layout.pair(pairs[proto.gate])
-        first, after = (REG, proto.gated[0]), (REG, proto.gated[-1] + 1)
-        for slot, (chunk_kind, side) in enumerate(((first, gate[0]), (after, gate[1]))):
-            br = P("emitbr", slot)[0]
-            chunk = proto.chunks_of(REG)[chunk_kind[1]]
-            for i, net in enumerate(chunk.bits):
-                net, ev = d_of_q[net], P("ev", i)
-                if net == CONST1:
-                    select.append(Neuron(((br, 1), (side, 1)), -1, ((ev[0], 1), (ev[1], -1))))
-                elif net not in (CONST0, CONSTX):
-                    select.append(Neuron(((br, 1), (side, 1), (layout.pair(pairs[net])[0], 1)), -2,
-                                         ((ev[0], 1), (ev[1], -1))))
-            e = P("emit", emit_chunks.index(chunk_kind))
-            select.append(Neuron(((br, 1), (side, 1)), -1, ((e[0], 1), (e[1], -1))))
-    neurons[layers - 1] = neurons[layers - 1] + select
-    intermediate = max(8, max(len(n) for n in neurons))
-    if target is None:
-        target = Target(hidden, intermediate, types, nk, nk * group, dk, dv, 1, 1, 16,
-                        name=f"standalone-{layers}")
-    else:
-        problems = target.fits(hidden_channels=needed, neurons_per_layer=[len(n) for n in neurons],
-                               deltanet_heads_per_layer=[h * group for h in key_heads],
-                               attention_heads_per_layer=[])
-        if problems:
-            raise ScheduleError(f"{netlist.top} does not fit the target {target.name} ({target.source}):\n  - "
-                                + "\n  - ".join(problems))
-    sched = schedule(netlist, target)
-    if sched.read_layer != probe.read_layer:
-        raise AssertionError("the memory reads moved between the probe and the final schedule")
-    if check_only:
-        return {"target": target.name, "fits": True, "hidden_channels": needed,
-                "neurons_per_layer": [len(n) for n in neurons], "deltanet_heads_per_layer":
-                [h * group for h in key_heads], "depth": sched.depth, "layers": layers,
-                "vocab_size": proto.vocab_size}
-
+def write_weights(plan: ModelPlan) -> Compiled:
+    """The weights of ``plan`` in a fresh ``Qwen3_5ForCausalLM`` (float32; deterministic)."""
     from transformers import Qwen3_5ForCausalLM
 
+    target, layout, proto = plan.target, plan.layout, plan.protocol
+    dk = target.linear_key_head_dim
+    if memory_capacity_slots(dk) != dk - (1 if calibrate_read(dk).query_dummy is not None else 0):
+        raise Netlist2TFError(f"linear_key_head_dim={dk}: the planned memory capacity does not match the "
+                              f"calibrated DeltaNet read; use a head_k_dim of 16, 64, 128 or 256")
     torch.manual_seed(0)
     model = Qwen3_5ForCausalLM(target.to_hf_config(vocab_size=proto.vocab_size))
     model.eval()
@@ -270,125 +69,31 @@ def assemble(netlist: Netlist, layers: int = 11, chunk_bits: int = 8, head_dim: 
             layer.post_attention_layernorm.weight.fill_(NORM_WEIGHT)
             if target.layer_types[i] == LINEAR:
                 clear_module(layer.linear_attn)
-            configure_mlp(layer.mlp, neurons[i], layout.one, torch.bfloat16)
-
-        one = layout.one
-        never = [P("commit")[0], P("commit")[1]]       # both sides of a pair: never both 1
-        next_key = [0] * layers
-
-        def key_head(layer):
-            if next_key[layer] >= nk:
-                raise AssertionError(f"layer {layer}: more key heads than planned")
-            next_key[layer] += 1
-            return next_key[layer] - 1
-
-        # Layer 0: one-chunk value heads, `group` to a key head; each written only by its own
-        # token (write enable), in row 0 (inputs, write-port fields) or in the row of the token's
-        # parity (registers: the double buffer), read in row 0 / the position's read parity.
-        mixer = m.layers[0].linear_attn
-
-        def layer0(chunks, enable, rows_w, rows_r, outs):
-            kh = None
-            for k, c in enumerate(chunks):
-                if k % group == 0:
-                    kh = key_head(0)
-                configure_memory(mixer, one=one, head=kh * group + k % group,
-                                 write_match=rows_w, read_match=rows_r, write_enable=P(enable, k)[0],
-                                 value_pairs=[P("tv", i) for i in range(len(c.bits))], out_pairs=outs(k, c))
-
-        layer0(proto.inputs, "we_in", [[one]], [[one]],
-               lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
-        layer0(proto.registers, "we_reg", [[P("regpar", 0)[0]], [P("regpar", 1)[0]]],
-               [[P("rp", 0)[0]], [P("rp", 1)[0]]], lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
-        layer0([proto.chunks_of(kind)[j] for kind, j in write_chunks], "we_w", [[one]], [[one]],
-               lambda k, c: [P(f"wf:{write_chunks[k][0]}:{write_chunks[k][1]}", i) for i in range(len(c.bits))])
-
-        def field_pairs(kind, idxs):
-            return [P(f"wf:{kind}:{j}", i) for j in idxs for i in range(len(proto.chunks_of(kind)[j].bits))]
-
-        # Memory read ports: banks of `slots` words, each a key head with the word's value heads,
-        # addressed by the read port's address bits (decoded in the head) and written at the
-        # commit token from the gathered fields of the memory's write port.
-        for (mem, port), layer in sorted(sched.read_layer.items()):
-            mm, wp = mems[mem], mem_proto[mem]
-            rp = mm.read_ports[port]
-            ma = field_pairs(MA, wp.ma)                   # [en, addr bits...]
-            md = field_pairs(MD, wp.md)
-            mixer = m.layers[layer].linear_attn
-            for bank in reachable_banks(mm, port, slots):
-                kh = key_head(layer)
-                words = range(bank * slots, min(mm.size, (bank + 1) * slots))
-                reads, writes = [], []
-                for a in words:
-                    lits = []
-                    for i, n in enumerate(rp.addr):
-                        bit = (a >> i) & 1
-                        if n in (CONST0, CONST1, CONSTX):
-                            if int(n == CONST1) != bit:
-                                lits = never
-                                break
-                        else:
-                            lits.append(layout.pair(pairs[n])[0 if bit else 1])
-                    reads.append(lits or [one])
-                    writes.append([ma[0][0]] + [ma[1 + i][0 if (a >> i) & 1 else 1]
-                                                for i in range(wp.addr_width)] + [P("commit")[0]])
-                for v, lo in enumerate(range(0, mm.width, piece)):
-                    bits = range(lo, min(lo + piece, mm.width))
-                    configure_memory(mixer, one=one, head=kh * group + v, write_match=writes,
-                                     read_match=reads, value_pairs=[md[i] for i in bits],
-                                     out_pairs=[layout.pair(pairs[rp.data[i]]) for i in bits])
-
-        # Embedding: one active residual vector per token.
+            configure_mlp(layer.mlp, plan.neurons[i], layout.one, torch.bfloat16)
+        for h in plan.heads:
+            configure_memory(m.layers[h.layer].linear_attn, one=layout.one, head=h.head,
+                             write_match=[list(w) for w in h.write_match],
+                             read_match=[list(r) for r in h.read_match], write_enable=h.write_enable,
+                             value_pairs=list(h.value_pairs), out_pairs=list(h.out_pairs))
         emb = m.embed_tokens.weight
-        commit_kind = emit_chunks[-1]
-        for tok in range(proto.vocab_size):
-            f = proto.field(tok)
-            bits = {names["tv"][i]: (f.value >> i) & 1 for i in range(chunk_bits)}
-            if f.kind == IN:
-                bits[names["we_in"][f.chunk]] = 1
-            elif f.kind == REG:
-                bits[names["we_reg"][f.chunk]] = 1
-                bits[names["regpar"][f.parity]] = 1
-            elif f.kind in (MA, MD):
-                bits[names["we_w"][write_chunks.index((f.kind, f.chunk))]] = 1
-            if (f.kind, f.chunk) == commit_kind:
-                bits[names["commit"][0]] = 1
-            bits[names["rp"][proto.read_parity(f)]] = 1
-            nxt = proto.next_field_kind(f)
-            if nxt is not None and proto.gated and nxt[:2] == (REG, proto.gated[0]):
-                bits[names["emitbr"][0]] = bits[names["emitbr"][1]] = 1     # decided by the gate
-                bits[names["ep"][0]] = nxt[2]
-            elif nxt is not None:
-                bits[names["emit"][emit_chunks.index(nxt[:2])]] = 1
-                bits[names["ep"][0]] = nxt[2]
+        for tok, bits in enumerate(plan.embedding):
             emb[tok] = layout.initial(bits)
-
-        # LM head: count matching fields.
         head_w = model.lm_head.weight
-        for tok in range(proto.vocab_size):
-            f = proto.field(tok)
-            if f.kind == IN:
-                continue                  # never generated: scores 0, below any real match
-            e = emit_chunks.index((f.kind, f.chunk))
-            head_w[tok, P("emit", e)[0]] = 1.0
-            ep = P("ep")
-            head_w[tok, ep[0] if f.parity else ep[1]] = 1.0
-            for i in range(chunk_bits):
-                ev = P("ev", i)
-                head_w[tok, ev[0] if (f.value >> i) & 1 else ev[1]] = 1.0
-
-    inits = {f"reg:{r.name}": r.init for r in netlist.registers}
-    memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
-    memory = {k: v for k, v in memory.items() if v}
+        for tok, row in enumerate(plan.lm_head):
+            for ch in row:
+                head_w[tok, ch] = 1.0
     params = sum(p.numel() for p in model.parameters())
-    nonzero = sum(int(torch.count_nonzero(p)) for p in model.parameters())
-    stats = {"layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
-             "neurons_per_layer": [len(n) for n in neurons],
-             "deltanet_heads": [h * group for h in key_heads], "deltanet_key_heads": key_heads,
-             "layer_types": list(types), "linear_key_head_dim": dk, "linear_value_head_dim": dv,
-             "tokens_per_cycle": proto.tokens_per_cycle, "generated_tokens_per_cycle":
-             len(proto.generated), "generated_tokens_per_cycle_gate_off": len(proto.frame_kinds(False)),
-             "vocab_size": proto.vocab_size,
-             "parameters": params, "nonzero": nonzero, "depth": sched.depth}
-    return Compiled(model, proto, sched, layout, inits, memory, stats, outputs,
-                    None if gated is None else (gated[0], tuple(gated[1])))
+    if params != plan.stats["parameters"]:
+        raise AssertionError(f"the plan counts {plan.stats['parameters']} parameters, the model has {params}")
+    stats = dict(plan.stats, nonzero=sum(int(torch.count_nonzero(p)) for p in model.parameters()))
+    return Compiled(model, proto, plan.schedule, layout, plan.initial_registers, plan.initial_memory, stats,
+                    plan.outputs, plan.gated, plan)
+
+
+def assemble(netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64, target=None,
+             check_only: bool = False, outputs=None, gated=None):
+    """Plan ``netlist`` with these settings (``CompileSettings``) and write its weights; with
+    ``check_only`` return the fit (``ModelPlan.fit``) without writing any. No gating proof: the
+    driver (``netlist2tf.driver.compile_netlist``) makes it."""
+    plan = plan_model(netlist, CompileSettings(layers, chunk_bits, head_dim, target, outputs, gated))
+    return plan.fit() if check_only else write_weights(plan)

@@ -182,30 +182,6 @@ def _kept(args):
     return [n.strip() for n in args.keep_outputs.split(",") if n.strip()]
 
 
-def _prove_gated(netlist, gated, kept):
-    """--gated is exact only if the group does not matter while the gate is 0: prove it with z3
-    (netlist2tf.formal) on the netlist the model computes (the kept outputs), or stop with the
-    counterexample. A netlist the prover cannot model is compiled with a warning."""
-    from .formal import prove_gated
-    from .graph import keep_outputs
-
-    gate, group = gated
-    t0 = time.perf_counter()
-    try:
-        cex = prove_gated(keep_outputs(netlist, kept) if kept else netlist, gate, group)
-    except Netlist2TFError as exc:
-        print(f"warning: --gated {gate}:{','.join(group)} is not proved ({exc}); only `netlist2tf verify` "
-              f"checks it", file=sys.stderr)
-        return
-    if cex is not None:
-        raise Netlist2TFError(f"--gated {gate}:{','.join(group)}: the group matters while {gate} is 0, so the "
-                              f"model's stale values would change the trace: {cex}. Leave the registers "
-                              f"involved out of the group (or gate on a register that is 1 whenever they "
-                              f"are used)")
-    print(f"--gated {gate}:{','.join(group)}: proved that the group does not matter while {gate} is 0 "
-          f"(z3, {time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-
-
 def _out_folder(args, kind: str) -> Path:
     """The --out folder (default BUILD/KIND/DESIGN), checked before any work (netlist2tf.outputs)."""
     import re
@@ -216,28 +192,33 @@ def _out_folder(args, kind: str) -> Path:
     return check_output_folder(out, "--out", args.force)
 
 
+def _settings(args, target):
+    """The CompileSettings of a compile or report command line."""
+    from .plan import CompileSettings
+
+    gated = _gated(args)
+    return CompileSettings(layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim, target=target,
+                           outputs=_kept(args), gated=None if gated is None else (gated[0], tuple(gated[1])))
+
+
 def cmd_compile(args) -> int:
-    from .assemble import assemble
+    from .driver import compile_netlist
     from .emit import emit_checkpoint
+    from .plan import plan_model
 
     out = None if args.check_fit else _out_folder(args, "compiled")
     result, netlist, target = _compile_inputs(args)
+    settings = _settings(args, target)
     t0 = time.perf_counter()
     if args.check_fit:
-        fit = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
-                       target=target, check_only=True, outputs=_kept(args), gated=_gated(args))
+        fit = plan_model(netlist, settings).fit()
         print(f"{args.design} fits {fit['target']}: {fit['layers']} layers, {fit['hidden_channels']} residual "
               f"channels, FFN neurons per layer {fit['neurons_per_layer']}, DeltaNet heads per layer "
               f"{fit['deltanet_heads_per_layer']}")
         return 0
-    if _gated(args):
-        _prove_gated(netlist, _gated(args), _kept(args))
-    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
-                        target=target, outputs=_kept(args), gated=_gated(args))
+    compiled = compile_netlist(netlist, settings, log=lambda msg: print(msg, file=sys.stderr))
     emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
-                    settings={"design": args.design, "flow": args.flow, "layers": args.layers,
-                              "chunk_bits": args.chunk_bits, "head_dim": args.head_dim,
-                              "keep_outputs": _kept(args), "gated": _gated(args)}, force=args.force)
+                    settings={"design": args.design, "flow": args.flow, **settings.record()}, force=args.force)
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
@@ -249,14 +230,13 @@ def cmd_compile(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .assemble import assemble
+    from .plan import plan_model
     from .report import build_report, write_report
 
     out = _out_folder(args, "reports")
     _, netlist, target = _compile_inputs(args)
-    compiled = assemble(netlist, layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim,
-                        target=target, outputs=_kept(args), gated=_gated(args))
-    js, page = write_report(build_report(netlist, compiled), out, force=args.force)
+    plan = plan_model(netlist, _settings(args, target))
+    js, page = write_report(build_report(plan), out, force=args.force)
     print(f"{args.design}: layer-assignment report {page} (data: {js})", file=sys.stderr)
     return 0
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import torch
 
-from .assemble import Compiled, resolve_gated
+from .assemble import Compiled
+from .plan import resolve_gated
 from .errors import Netlist2TFError
 from .graph import keep_outputs
 from .ir import parse_netlist

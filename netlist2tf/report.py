@@ -16,9 +16,9 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from .assemble import Compiled
 from .gadgets.ffn_threshold import BF16_LIMIT
 from .ir import Netlist
+from .plan import ModelPlan
 
 
 def _group(netlist: Netlist, name: str, cell) -> str:
@@ -29,21 +29,32 @@ def _group(netlist: Netlist, name: str, cell) -> str:
     return "(no source) " + (base if not base.startswith("$") else "generated logic")
 
 
-def build_report(netlist: Netlist, compiled: Compiled) -> dict:
-    """The report as a JSON-able dict (see the module docstring)."""
-    sched, stats = compiled.schedule, compiled.stats
+def _preactivation_bound(neurons, one: int) -> int:
+    """The largest |pre-activation| of any of ``neurons`` over 0/1 inputs: the sum of the |integer
+    weights| of its FFN row (the bias sits on the constant channel ``one``)."""
+    best = 0
+    for n in neurons:
+        row = Counter()
+        for ch, w in n.inputs:
+            row[ch] += w
+        row[one] += n.bias
+        best = max(best, sum(abs(w) for w in row.values()))
+    return best
+
+
+def build_report(plan: ModelPlan, nonzero: int | None = None) -> dict:
+    """The report of a model plan as a JSON-able dict (see the module docstring); ``nonzero``: the
+    written weights' non-zero count, where they exist (the plan has none)."""
+    netlist, sched, stats = plan.netlist, plan.schedule, plan.stats
     target = sched.target
     cells = {c.name: c for c in netlist.cells}
     layers = []
     level_counts = Counter(sched.level.values())
     live = 0
-    model = compiled.model.model
     for i in range(target.num_layers):
         groups = Counter(_group(netlist, n, cells[sched.unit_cell[n]])
                          for n, layer in sched.cell_layer.items() if layer == i)
-        gate = model.layers[i].mlp.gate_proj.weight
-        # |pre-activation| bound of each neuron: sum of |integer weights| (inputs are 0/1 bits)
-        bound = int((gate.abs().sum(dim=1) / 128).max().item()) if gate.numel() else 0
+        bound = _preactivation_bound(plan.neurons[i], plan.layout.one)
         live += level_counts.get(i, 0)
         layers.append({
             "layer": i, "type": target.layer_types[i],
@@ -60,10 +71,10 @@ def build_report(netlist: Netlist, compiled: Compiled) -> dict:
         "intermediate_size": stats["intermediate_size"], "logic_depth": sched.depth,
         "critical_path": [{"level": lvl, "node": what} for what, lvl in sched.critical_path],
         "per_layer": layers,
-        "totals": {"parameters": stats["parameters"], "nonzero": stats["nonzero"],
+        "totals": {"parameters": stats["parameters"], "nonzero": nonzero,
                    "tokens_per_cycle": stats["tokens_per_cycle"],
                    "generated_tokens_per_cycle": stats["generated_tokens_per_cycle"],
-                   "vocab_size": stats["vocab_size"], "residual_pairs": compiled.layout.n_pairs},
+                   "vocab_size": stats["vocab_size"], "residual_pairs": plan.layout.n_pairs},
     }
 
 
@@ -118,11 +129,12 @@ def _write_report_files(report: dict, folder: Path) -> None:
         for p in report["per_layer"])
     path = "".join(f"<li>level {p['level']}: {html.escape(p['node'])}</li>" for p in report["critical_path"])
     t = report["totals"]
+    nonzero = f"{t['nonzero']:,} non-zero" if t["nonzero"] is not None else "weights not written: no non-zero count"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>netlist2tf report: {html.escape(report['design'])}</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:3px 6px;font-size:13px}}</style></head><body>
 <h1>Layer assignment of {html.escape(report['design'])}</h1>
 <p>{report['layers']} layers, hidden size {report['hidden_size']}, FFN intermediate size {report['intermediate_size']},
-logic depth {report['logic_depth']}. {t['parameters']:,} parameters ({t['nonzero']:,} non-zero), vocabulary {t['vocab_size']},
+logic depth {report['logic_depth']}. {t['parameters']:,} parameters ({nonzero}), vocabulary {t['vocab_size']},
 {t['tokens_per_cycle']} tokens per cycle ({t['generated_tokens_per_cycle']} generated), {t['residual_pairs']} residual bit pairs.</p>
 <img alt="per-layer plots" src="data:image/png;base64,{png}">
 <h2>Per layer</h2><table><tr><th>layer</th><th>type</th><th>FFN neurons</th><th>DeltaNet heads</th><th>memory reads</th>

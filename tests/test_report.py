@@ -13,14 +13,17 @@ from netlist2tf.report import build_report, write_report
 def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     nl = parse_netlist(synthesize("hdl.examples.fifo:FIFO", "lut", build_dir).json_text)
     compiled = assemble(nl, layers=8)
-    report = build_report(nl, compiled)
+    report = build_report(compiled.plan, compiled.stats["nonzero"])      # the plan, not the weights
     per = report["per_layer"]
     assert len(per) == 8 and report["logic_depth"] == compiled.schedule.depth == 6
-    # neurons per layer equal the non-zero rows of each layer's gate projection
+    # the plan's numbers equal what the written weights say: neurons per layer are the non-zero rows
+    # of each layer's gate projection, the pre-activation bound the largest row sum of |weights|
     for p, layer in zip(per, compiled.model.model.layers):
-        rows = int((layer.mlp.gate_proj.weight.abs().sum(dim=1) > 0).sum())
-        assert p["ffn_neurons"] == rows
+        gate = layer.mlp.gate_proj.weight
+        assert p["ffn_neurons"] == int((gate.abs().sum(dim=1) > 0).sum())
+        assert p["max_abs_preactivation"] == int((gate.abs().sum(dim=1) / 128).max().item())
         assert p["max_abs_preactivation"] <= 256 and p["bf16_exact"]
+    assert report["totals"]["parameters"] == sum(t.numel() for t in compiled.model.parameters())
     # layer 0: 2 input chunks, 2 register chunks and the write port's 2 chunks (gathered there)
     assert per[0]["deltanet_heads"] == 6 and per[1]["memory_reads"] == ["storage.0"]
     assert sum(p["cells"] for p in per) == len(nl.cells)
@@ -30,7 +33,7 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
 
     a, b = tmp_path / "a", tmp_path / "b"
     write_report(report, a)
-    write_report(build_report(nl, assemble(nl, layers=8)), b)
+    write_report(build_report(assemble(nl, layers=8).plan, compiled.stats["nonzero"]), b)
     for name in ("report.json", "report.html"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     assert json.loads((a / "report.json").read_text())["design"] == "top"

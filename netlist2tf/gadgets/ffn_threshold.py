@@ -25,8 +25,6 @@ Building blocks return ``Neuron`` lists:
 
 from dataclasses import dataclass
 
-import torch
-
 from ..errors import Netlist2TFError
 
 K = 128
@@ -80,12 +78,14 @@ def boolean_function(input_pairs, truth_table: int, out_pair: tuple[int, int]) -
     return neurons
 
 
-def configure_mlp(mlp, neurons, one: int, dtype=torch.float32, first: int = 0) -> int:
+def configure_mlp(mlp, neurons, one: int, dtype=None, first: int = 0) -> int:
     """Write ``neurons`` into rows ``first``.. of a ``Qwen3_5MLP``; zero the rest of those rows.
 
     Returns the next free row. Raises Netlist2TFError when the neurons do not fit in the MLP's
     intermediate size or a pre-activation leaves the range that is exact in ``dtype``.
     """
+    import torch
+
     n = len(neurons)
     size = mlp.gate_proj.weight.shape[0]
     if first + n > size:

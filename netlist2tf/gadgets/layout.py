@@ -20,8 +20,6 @@ verifier checks.
 
 from dataclasses import dataclass
 
-import torch
-
 from ..errors import Netlist2TFError
 
 SCALE = 8                  # rsqrt(mean(x**2)) == 1/SCALE
@@ -89,9 +87,12 @@ class ResidualLayout:
             raise IndexError(f"pair {i} outside the layout's {self.n_pairs} pairs")
         return self.first_pair + 2 * i, self.first_pair + 2 * i + 1
 
-    def initial(self, bits=None, dtype=torch.float32) -> torch.Tensor:
-        """The residual vector of an active position: constant, anchors, every pair (0, 1), except
-        the pairs given in ``bits`` ({pair index: bit}), which hold (b, 1 - b)."""
+    def initial(self, bits=None, dtype=None):
+        """The residual vector of an active position (a float32 tensor, or ``dtype``): constant,
+        anchors, every pair (0, 1), except the pairs given in ``bits`` ({pair index: bit}), which
+        hold (b, 1 - b)."""
+        import torch
+
         x = torch.zeros(self.hidden_size, dtype=torch.float32)
         x[self.one] = 1.0
         for ch, v in self.anchors:
@@ -101,9 +102,9 @@ class ResidualLayout:
         for i, b in (bits or {}).items():
             hi, lo = self.pair(i)
             x[hi], x[lo] = float(b), float(1 - b)
-        return x.to(dtype)
+        return x if dtype is None else x.to(dtype)
 
-    def read_bits(self, x: torch.Tensor, pairs) -> list[int]:
+    def read_bits(self, x, pairs) -> list[int]:
         """The bits of ``pairs`` in the residual vector ``x``; raises Netlist2TFError if a pair is not
         exactly (0, 1) or (1, 0) (an inexact or broken computation)."""
         out = []

@@ -1,0 +1,448 @@
+"""The model plan: every placement decision of a compiled model, as data, before any weight exists.
+
+``plan_model(netlist, settings) -> ModelPlan`` schedules the netlist, fixes the trace protocol, the
+residual layout (which bit pair holds which net and which control field), the FFN neurons of every
+layer, the DeltaNet value heads (layer 0's register/input/write-field heads and the memory banks),
+the embedding row and the LM-head row of every token, and the shapes (the ``Target``). It imports no
+torch and builds no tensor: ``--check-fit`` and the layer-assignment report read it, and
+``netlist2tf.assemble.write_weights(plan)`` turns it into the weights of a ``Qwen3_5ForCausalLM``
+(docs/COMPILER.md 2 describes the machine both build).
+
+``CompileSettings`` is the one description of a compile (the CLI, the CPU model engine and the bench
+scripts all make one and call ``netlist2tf.driver.compile_netlist``).
+"""
+
+from dataclasses import dataclass, field
+
+from .errors import Netlist2TFError
+from .gadgets.ffn_threshold import Neuron
+from .gadgets.layout import ResidualLayout
+from .graph import keep_outputs
+from .ir import CONST0, CONST1, CONSTX, Netlist
+from .lower import allocate_pairs_reusing, lower_logic, reset_neurons
+from .protocol import IN, MA, MD, REG, TraceProtocol
+from .schedule import Schedule, ScheduleError, schedule
+from .target import FULL, LINEAR, Target
+
+
+@dataclass(frozen=True)
+class CompileSettings:
+    """How to compile a design (every option of ``netlist2tf compile`` that shapes the model).
+
+    ``layers``/``head_dim`` shape a standalone model (ignored with a ``target``, whose shapes are
+    used exactly); ``outputs``: emit only these output ports (the logic only the others need is
+    dropped); ``gated``: (GATE, (REGISTER, ...)) by signal name: the registers' tokens are emitted
+    only in frames where register GATE's next value is 1 (proved harmless by the driver)."""
+    layers: int = 11
+    chunk_bits: int = 8
+    head_dim: int = 64
+    target: Target | None = None
+    outputs: tuple[str, ...] | None = None
+    gated: tuple[str, tuple[str, ...]] | None = None
+
+    def __post_init__(self):
+        if self.outputs is not None:
+            object.__setattr__(self, "outputs", tuple(self.outputs))
+        if self.gated is not None:
+            object.__setattr__(self, "gated", (str(self.gated[0]), tuple(self.gated[1])))
+
+    def record(self) -> dict:
+        """The settings as compile.json records them (JSON-able; the target by name and source)."""
+        return {"layers": self.layers, "chunk_bits": self.chunk_bits, "head_dim": self.head_dim,
+                "keep_outputs": None if self.outputs is None else list(self.outputs),
+                "gated": None if self.gated is None else [self.gated[0], list(self.gated[1])],
+                **({"target": {"name": self.target.name, "source": self.target.source}} if self.target else {})}
+
+
+@dataclass(frozen=True, slots=True)
+class HeadPlan:
+    """One DeltaNet value head written by ``gadgets.deltanet_memory.configure_memory``: channels
+    that are all 1 exactly when slot j is written / read, the word's (b, 1-b) channel pairs and the
+    pairs the read adds into, and the channel gating this value head's writes (None: the key's)."""
+    layer: int
+    head: int
+    write_match: tuple[tuple[int, ...], ...]
+    read_match: tuple[tuple[int, ...], ...]
+    value_pairs: tuple[tuple[int, int], ...]
+    out_pairs: tuple[tuple[int, int], ...]
+    write_enable: int | None = None
+
+
+@dataclass(frozen=True)
+class ModelPlan:
+    """A compiled model as data (see the module docstring). ``embedding[t]``: the pairs set in token
+    t's residual vector ({pair: bit}, the rest (0, 1)); ``lm_head[t]``: the channels with weight 1
+    in token t's LM-head row."""
+    settings: CompileSettings
+    netlist: Netlist                # the netlist the model computes (only the kept outputs' logic)
+    protocol: TraceProtocol
+    schedule: Schedule
+    target: Target                  # the model's shapes
+    layout: ResidualLayout
+    pairs: dict                     # net -> residual pair index (reused once a net is dead)
+    fields: dict                    # control field name -> its pair indices (token value, emit, ...)
+    neurons: tuple[tuple[Neuron, ...], ...]     # per layer, in row order
+    heads: tuple[HeadPlan, ...]     # every configured DeltaNet value head, layer 0 first
+    key_heads: tuple[int, ...]      # key heads used per layer
+    embedding: tuple[dict, ...]
+    lm_head: tuple[tuple[int, ...], ...]
+    hidden_needed: int              # the residual channels the design needs (<= target.hidden_size)
+    initial_registers: dict         # "reg:NAME" -> init value
+    initial_memory: dict            # memory name -> {address: word} (non-zero initial words)
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def gated(self):
+        return self.settings.gated
+
+    @property
+    def outputs(self):
+        return self.settings.outputs
+
+    def fit(self) -> dict:
+        """What ``netlist2tf compile --check-fit`` prints: the demands against the target."""
+        s = self.stats
+        return {"target": self.target.name, "fits": True, "hidden_channels": self.hidden_needed,
+                "neurons_per_layer": s["neurons_per_layer"], "deltanet_heads_per_layer": s["deltanet_heads"],
+                "depth": self.schedule.depth, "layers": self.target.num_layers, "vocab_size": self.protocol.vocab_size}
+
+
+def resolve_gated(netlist: Netlist, gate: str, group) -> tuple[int, tuple[int, ...]]:
+    """(gate net, the group's register output nets) for ``CompileSettings(gated=(gate, group))``:
+    ``gate`` names a 1-bit register (its next value, the D net, is the gate), ``group`` registers by
+    signal name. Raises Netlist2TFError naming a signal that is not a register."""
+    sigs = {s.name: s.bits for s in netlist.signals}
+    d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
+    for name in [gate, *group]:
+        if name not in sigs or not all(n in d_of_q for n in sigs[name]):
+            raise Netlist2TFError(f"gated registers: {name!r} is not a register of {netlist.top}")
+    if len(sigs[gate]) != 1 or gate in group:
+        raise Netlist2TFError(f"gated registers: the gate {gate!r} must be a 1-bit register outside the group")
+    return d_of_q[sigs[gate][0]], tuple(n for name in group for n in sigs[name])
+
+
+def reachable_banks(mem, port: int, slots: int) -> list[int]:
+    """The banks of ``slots`` words that read port ``port`` of ``mem`` can address: an address bit
+    tied to a constant rules out the words that differ in it (a register file kept after the RAM in
+    one memory is read through a bank or two, not through all of them)."""
+    fixed = {i: int(n == CONST1) for i, n in enumerate(mem.read_ports[port].addr) if n in (CONST0, CONST1, CONSTX)}
+    width = len(mem.read_ports[port].addr)
+    banks = []
+    for bank in range(-(-mem.size // slots)):
+        lo, hi = bank * slots, min(mem.size, (bank + 1) * slots)
+        if any(a < (1 << width) and all(((a >> i) & 1) == v for i, v in fixed.items()) for a in range(lo, hi)):
+            banks.append(bank)
+    return banks
+
+
+def memory_capacity_slots(d_k: int) -> int:
+    """Words one DeltaNet head holds with key head dim ``d_k``: all d_k where the one-hot query is
+    exact (d_k a power of 4: the query scale d_k**-0.5 is a power of two), else one dim is the
+    query's dummy (gadgets/deltanet_memory.py). ``write_weights`` checks this against the
+    calibration of the real transformers read paths."""
+    return d_k if d_k & (d_k - 1) == 0 and (d_k.bit_length() - 1) % 2 == 0 else d_k - 1
+
+
+def standalone_layer_types(layers: int) -> tuple[str, ...]:
+    """DeltaNet layers with the last one full attention (the attention layer transformers' cache
+    expects); the widths of a standalone model are filled in by ``plan_model`` from the design's needs."""
+    if layers < 2:
+        raise Netlist2TFError("the compiled model needs at least 2 layers (state reads, then logic)")
+    return (LINEAR,) * (layers - 1) + (FULL,)
+
+
+def dense_parameters(target: Target, vocab_size: int) -> int:
+    """The parameter count of a ``Qwen3_5ForCausalLM`` of these shapes (untied embedding and LM
+    head), by the shapes of transformers' Qwen3.5 modules (tests compare it with the real model)."""
+    h, i = target.hidden_size, target.intermediate_size
+    nk, nv, dk, dv = (target.linear_num_key_heads, target.linear_num_value_heads,
+                      target.linear_key_head_dim, target.linear_value_head_dim)
+    na, nkv, hd = target.num_attention_heads, target.num_key_value_heads, target.head_dim
+    conv = 2 * nk * dk + nv * dv
+    linear = h * conv + h * nv * dv + 2 * h * nv + conv * target.linear_conv_kernel_dim + 2 * nv + dv + nv * dv * h
+    full = h * 2 * na * hd + 2 * h * nkv * hd + na * hd * h + 2 * hd
+    per_layer = {LINEAR: linear, FULL: full}
+    return (2 * vocab_size * h + h + sum(per_layer[t] + 2 * h + 3 * h * i for t in target.layer_types))
+
+
+def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) -> ModelPlan:
+    """Plan ``netlist`` (the LUT/macro flow's netlist) as a model (see the module docstring).
+
+    Without ``settings.target`` the model is shaped for the design: ``layers`` layers, DeltaNet
+    layers where state is read (layer 0 and the memory reads' layers, the others minimal
+    full-attention layers whose weights are all zero), DeltaNet key heads of ``head_dim`` slots and
+    value heads of one chunk (``4 * chunk_bits`` dims). With a target the model uses exactly its
+    per-layer shapes, or the error lists every number that does not fit.
+    Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
+    s = settings
+    chunk_bits, target = s.chunk_bits, s.target
+    if s.outputs is not None:
+        netlist = keep_outputs(netlist, s.outputs)
+    clocks = {r.clock for r in netlist.registers}
+    gated_nets = None if s.gated is None else resolve_gated(netlist, *s.gated)
+    proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits, gated_nets)
+    for m in netlist.memories:
+        if any(rp.clocked for rp in m.read_ports):
+            raise Netlist2TFError(f"memory {m.name} has a synchronous read port; compile the lut flow's "
+                                  f"netlist (memory_nordff turns it into a register and a read)")
+        if not m.write_ports:
+            raise Netlist2TFError(f"memory {m.name} is read-only; ROMs are not lowered yet")
+    if target is not None:
+        layers, types = target.num_layers, target.layer_types
+        dk, dv = target.linear_key_head_dim, target.linear_value_head_dim
+        group = target.linear_num_value_heads // target.linear_num_key_heads
+    else:
+        layers = s.layers
+        types = standalone_layer_types(layers)
+        dk, dv = s.head_dim, 4 * chunk_bits
+    if types[0] != LINEAR or FULL not in types:
+        raise Netlist2TFError("the compiled model needs a DeltaNet layer first (register reads) and "
+                              f"at least one full-attention layer; the target's layers are {list(types)}")
+    piece = dv // 4                           # bits per DeltaNet value head (quarter packing)
+    if chunk_bits > piece:
+        raise Netlist2TFError(f"{chunk_bits}-bit chunks need DeltaNet value heads of at least "
+                              f"{4 * chunk_bits} dims, not {dv}")
+    mems = {m.name: m for m in netlist.memories}
+    if target is None:
+        group = max([1] + [-(-m.width // piece) for m in netlist.memories])
+    # where the memory reads go does not depend on the widths: schedule once on unbounded ones
+    probe = schedule(netlist, Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16,
+                                     name=target.name if target else f"of {layers} layers"))
+    if target is None:                        # DeltaNet only where state is read
+        used = {0} | set(probe.read_layer.values())
+        types = tuple(LINEAR if i in used else FULL for i in range(layers))
+    slots = memory_capacity_slots(dk)
+
+    # DeltaNet heads: key heads per layer, each with up to `group` value heads.
+    write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
+    key_heads = [0] * layers
+    key_heads[0] = sum(-(-n // group) for n in (len(proto.inputs), len(proto.registers), len(write_chunks)))
+    for (mem, port), layer in probe.read_layer.items():
+        m = mems[mem]
+        if -(-m.width // piece) > group:
+            raise Netlist2TFError(f"memory {mem}: {m.width}-bit words need {-(-m.width // piece)} value "
+                                  f"heads of {piece} bits per key head, the target groups {group}")
+        key_heads[min(layer, layers - 1)] += len(reachable_banks(m, port, slots))
+    nk = max(1, max(key_heads))
+    mem_proto = {p.memory: p for p in proto.ports}
+    d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
+    emit_chunks = list(proto.generated)
+    kept = {d_of_q[n] if kind == REG else n for kind, idx in emit_chunks
+            for n in proto.chunks_of(kind)[idx].bits}
+    if proto.gate is not None:
+        kept.add(proto.gate)            # read by the last FFN: which token follows the branch
+    pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
+
+    # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
+    # parity, commit flag, the gathered write-port fields, emit one-hot, emit parity, emitted value.
+    base = max(pairs.values(), default=-1) + 1
+    names = {}
+
+    def extra(name, count):
+        start = base + sum(len(v) for v in names.values())
+        names[name] = tuple(range(start, start + count))
+
+    extra("tv", chunk_bits)
+    extra("we_in", len(proto.inputs))
+    extra("we_reg", len(proto.registers))
+    extra("regpar", 2)
+    extra("we_w", len(write_chunks))
+    extra("rp", 2)
+    extra("commit", 1)
+    for kind, j in write_chunks:
+        extra(f"wf:{kind}:{j}", len(proto.chunks_of(kind)[j].bits))
+    extra("emit", len(emit_chunks))
+    extra("emitbr", 2 if proto.gated else 0)        # at the branch: the group if the gate, else after it
+    extra("ep", 1)
+    extra("ev", chunk_bits)
+    n_pairs = base + sum(len(v) for v in names.values())
+    hidden = 1 + 2 * n_pairs
+    hidden += 8 + (64 * hidden) // (127 * 127)          # room for the anchors
+    hidden = (hidden + 7) // 8 * 8
+    needed = hidden
+    if target is not None:
+        hidden = max(hidden, target.hidden_size)         # report the need, build with the target's
+    layout = ResidualLayout.build(hidden, n_pairs)
+
+    def P(name, i=0):
+        return layout.pair(names[name][i])
+
+    # The logic, the pair resets, then the emit selection in the last layer's FFN.
+    neurons = lower_logic(netlist, probe, layout, pairs)
+    for layer, nets in enumerate(resets):
+        neurons[layer] += reset_neurons(nets, layout, pairs)
+    select: list[Neuron] = []
+    for e, (kind, idx) in enumerate(emit_chunks):
+        chunk = proto.chunks_of(kind)[idx]
+        emit = P("emit", e)[0]
+        for i, net in enumerate(chunk.bits):
+            net = d_of_q[net] if kind == REG else net
+            ev = P("ev", i)
+            if net == CONST1:
+                select.append(Neuron(((emit, 1),), 0, ((ev[0], 1), (ev[1], -1))))
+            elif net not in (CONST0, CONSTX):
+                select.append(Neuron(((emit, 1), (layout.pair(pairs[net])[0], 1)), -1,
+                                     ((ev[0], 1), (ev[1], -1))))
+    if proto.gated:
+        # The token before the gated group: the gate chooses the group's first chunk or the first
+        # chunk after the group (both REG: same parity). Its embedding sets both branch slots; each
+        # selects its chunk's bits under its side of the gate, and one neuron each sets the kind's
+        # emit pair for the LM head.
+        gate = layout.pair(pairs[proto.gate])
+        first, after = (REG, proto.gated[0]), (REG, proto.gated[-1] + 1)
+        for slot, (chunk_kind, side) in enumerate(((first, gate[0]), (after, gate[1]))):
+            br = P("emitbr", slot)[0]
+            chunk = proto.chunks_of(REG)[chunk_kind[1]]
+            for i, net in enumerate(chunk.bits):
+                net, ev = d_of_q[net], P("ev", i)
+                if net == CONST1:
+                    select.append(Neuron(((br, 1), (side, 1)), -1, ((ev[0], 1), (ev[1], -1))))
+                elif net not in (CONST0, CONSTX):
+                    select.append(Neuron(((br, 1), (side, 1), (layout.pair(pairs[net])[0], 1)), -2,
+                                         ((ev[0], 1), (ev[1], -1))))
+            e = P("emit", emit_chunks.index(chunk_kind))
+            select.append(Neuron(((br, 1), (side, 1)), -1, ((e[0], 1), (e[1], -1))))
+    neurons[layers - 1] = neurons[layers - 1] + select
+    intermediate = max(8, max(len(n) for n in neurons))
+    if target is None:
+        target = Target(hidden, intermediate, types, nk, nk * group, dk, dv, 1, 1, 16,
+                        name=f"standalone-{layers}")
+    else:
+        problems = target.fits(hidden_channels=needed, neurons_per_layer=[len(n) for n in neurons],
+                               deltanet_heads_per_layer=[h * group for h in key_heads],
+                               attention_heads_per_layer=[])
+        if problems:
+            raise ScheduleError(f"{netlist.top} does not fit the target {target.name} ({target.source}):\n  - "
+                                + "\n  - ".join(problems))
+    sched = schedule(netlist, target)
+    if sched.read_layer != probe.read_layer:
+        raise AssertionError("the memory reads moved between the probe and the final schedule")
+
+    heads = _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers)
+    embedding, lm_head = _plan_tokens(proto, names, emit_chunks, write_chunks, layout)
+    inits = {f"reg:{r.name}": r.init for r in netlist.registers}
+    memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
+    memory = {k: v for k, v in memory.items() if v}
+    stats = {"layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
+             "neurons_per_layer": [len(n) for n in neurons],
+             "deltanet_heads": [h * group for h in key_heads], "deltanet_key_heads": key_heads,
+             "layer_types": list(types), "linear_key_head_dim": dk, "linear_value_head_dim": dv,
+             "tokens_per_cycle": proto.tokens_per_cycle, "generated_tokens_per_cycle":
+             len(proto.generated), "generated_tokens_per_cycle_gate_off": len(proto.frame_kinds(False)),
+             "vocab_size": proto.vocab_size, "parameters": dense_parameters(target, proto.vocab_size),
+             "depth": sched.depth}
+    return ModelPlan(settings, netlist, proto, sched, target, layout, pairs, names,
+                     tuple(tuple(n) for n in neurons), heads, tuple(key_heads), embedding, lm_head,
+                     needed, inits, memory, stats)
+
+
+def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers):
+    """Every DeltaNet value head: layer 0's, then the memory banks' (in the order the writer fills
+    them; key heads numbered per layer as they are taken)."""
+    one = layout.one
+    never = (layout.pair(names["commit"][0])[0], layout.pair(names["commit"][0])[1])   # never both 1
+    next_key = [0] * layers
+    heads = []
+
+    def P(name, i=0):
+        return layout.pair(names[name][i])
+
+    def key_head(layer):
+        if next_key[layer] >= nk:
+            raise AssertionError(f"layer {layer}: more key heads than planned")
+        next_key[layer] += 1
+        return next_key[layer] - 1
+
+    # Layer 0: one-chunk value heads, `group` to a key head; each written only by its own token
+    # (write enable), in row 0 (inputs, write-port fields) or in the row of the token's parity
+    # (registers: the double buffer), read in row 0 / the position's read parity.
+    def layer0(chunks, enable, rows_w, rows_r, outs):
+        kh = None
+        for k, c in enumerate(chunks):
+            if k % group == 0:
+                kh = key_head(0)
+            heads.append(HeadPlan(0, kh * group + k % group, rows_w, rows_r,
+                                  tuple(P("tv", i) for i in range(len(c.bits))), tuple(outs(k, c)),
+                                  P(enable, k)[0]))
+
+    layer0(proto.inputs, "we_in", ((one,),), ((one,),), lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
+    layer0(proto.registers, "we_reg", ((P("regpar", 0)[0],), (P("regpar", 1)[0],)),
+           ((P("rp", 0)[0],), (P("rp", 1)[0],)), lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
+    layer0([proto.chunks_of(kind)[j] for kind, j in write_chunks], "we_w", ((one,),), ((one,),),
+           lambda k, c: [P(f"wf:{write_chunks[k][0]}:{write_chunks[k][1]}", i) for i in range(len(c.bits))])
+
+    def field_pairs(kind, idxs):
+        return [P(f"wf:{kind}:{j}", i) for j in idxs for i in range(len(proto.chunks_of(kind)[j].bits))]
+
+    # Memory read ports: banks of `slots` words, each a key head with the word's value heads,
+    # addressed by the read port's address bits (decoded in the head) and written at the commit
+    # token from the gathered fields of the memory's write port.
+    for (mem, port), layer in sorted(sched.read_layer.items()):
+        mm, wp = mems[mem], mem_proto[mem]
+        rp = mm.read_ports[port]
+        ma = field_pairs(MA, wp.ma)                   # [en, addr bits...]
+        md = field_pairs(MD, wp.md)
+        piece = sched.target.linear_value_head_dim // 4
+        for bank in reachable_banks(mm, port, slots):
+            kh = key_head(layer)
+            words = range(bank * slots, min(mm.size, (bank + 1) * slots))
+            reads, writes = [], []
+            for a in words:
+                lits = []
+                for i, n in enumerate(rp.addr):
+                    bit = (a >> i) & 1
+                    if n in (CONST0, CONST1, CONSTX):
+                        if int(n == CONST1) != bit:
+                            lits = list(never)
+                            break
+                    else:
+                        lits.append(layout.pair(pairs[n])[0 if bit else 1])
+                reads.append(tuple(lits) or (one,))
+                writes.append((ma[0][0],) + tuple(ma[1 + i][0 if (a >> i) & 1 else 1]
+                                                  for i in range(wp.addr_width)) + (P("commit")[0],))
+            for v, lo in enumerate(range(0, mm.width, piece)):
+                bits = range(lo, min(lo + piece, mm.width))
+                heads.append(HeadPlan(layer, kh * group + v, tuple(writes), tuple(reads),
+                                      tuple(md[i] for i in bits),
+                                      tuple(layout.pair(pairs[rp.data[i]]) for i in bits)))
+    return tuple(heads)
+
+
+def _plan_tokens(proto, names, emit_chunks, write_chunks, layout):
+    """(embedding, LM head): per token, the pairs its residual vector sets and the channels its
+    LM-head row counts (the score of token T is the number of its fields matching EMIT/EP/EV, so the
+    right token wins by at least 1)."""
+    chunk_bits = proto.chunk_bits
+    commit_kind = emit_chunks[-1]
+    embedding, lm_head = [], []
+    for tok, f in enumerate(proto.fields(range(proto.vocab_size))):
+        bits = {names["tv"][i]: (f.value >> i) & 1 for i in range(chunk_bits)}
+        if f.kind == IN:
+            bits[names["we_in"][f.chunk]] = 1
+        elif f.kind == REG:
+            bits[names["we_reg"][f.chunk]] = 1
+            bits[names["regpar"][f.parity]] = 1
+        elif f.kind in (MA, MD):
+            bits[names["we_w"][write_chunks.index((f.kind, f.chunk))]] = 1
+        if (f.kind, f.chunk) == commit_kind:
+            bits[names["commit"][0]] = 1
+        bits[names["rp"][proto.read_parity(f)]] = 1
+        nxt = proto.next_field_kind(f)
+        if nxt is not None and proto.gated and nxt[:2] == (REG, proto.gated[0]):
+            bits[names["emitbr"][0]] = bits[names["emitbr"][1]] = 1     # decided by the gate
+            bits[names["ep"][0]] = nxt[2]
+        elif nxt is not None:
+            bits[names["emit"][emit_chunks.index(nxt[:2])]] = 1
+            bits[names["ep"][0]] = nxt[2]
+        embedding.append(bits)
+        if f.kind == IN:
+            lm_head.append(())            # never generated: scores 0, below any real match
+            continue
+        row = [layout.pair(names["emit"][emit_chunks.index((f.kind, f.chunk))])[0]]
+        ep = layout.pair(names["ep"][0])
+        row.append(ep[0] if f.parity else ep[1])
+        for i in range(chunk_bits):
+            ev = layout.pair(names["ev"][i])
+            row.append(ev[0] if (f.value >> i) & 1 else ev[1])
+        lm_head.append(tuple(row))
+    return tuple(embedding), tuple(lm_head)
