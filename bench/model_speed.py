@@ -4,11 +4,15 @@ all in the same run on this machine.
 Prints:
 
 1. the model's size: parameters, non-zeros, checkpoint bytes, layers, hidden size, vocabulary;
-2. tokens per instruction on the program table. The model generates exactly the netlist simulator's
-   frames (the tests prove the traces equal): 15 generated tokens per cycle, 28 in the 17 cycles of
-   an M instruction after which the M unit is busy (its gated registers are emitted), so this is
-   computed from the netlist engine's cycle counts and unicorn's count of M instructions, without
-   hours of generation; per instruction class too;
+2. tokens per instruction on the program table, counted token by token in each program's trace:
+   the one the compiled model generates (``--generated``: the fast executor generates every program
+   and its trace must equal the netlist simulator's token for token) or, by default, the netlist
+   simulator's token trace (``netlist2tf.verify.expected_tokens``: what the teacher-forced proofs
+   check the model against, token for token). Every frame is attributed to the instruction that
+   retires in it (an M instruction's busy frames to it; the halt's frames to the program), so the
+   classes (ALU, load, store, taken and not-taken branch, jump, M, system) are exact too; then the
+   dense parameters x the table's tokens per instruction: the weights the stock forward reads per
+   instruction;
 3. tokens/s and instructions/s of the model running a short program: plain generation with batch 1
    and batch 8 (float32) and batch 1 bfloat16 (one thread), and speculative decoding (the default of
    ``cpu run --engine model``: the netlist simulator drafts, the model verifies every token in long
@@ -35,8 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cpu import asm  # noqa: E402
 from cpu.elf import load_elf  # noqa: E402
 from cpu.machine import Image, is_m_instruction  # noqa: E402
-from cpu.model_engine import (M_CYCLES, MODEL_RAM_SIZE, load_model, run_model_batch,  # noqa: E402
-                               run_model_speculative)
+from cpu.model_engine import MODEL_RAM_SIZE, load_model, run_model_batch, run_model_speculative  # noqa: E402
 from cpu.netlist_engine import run_netlist  # noqa: E402
 from cpu.programs import PROGRAMS, table_images  # noqa: E402
 from cpu.toolchain import compile_c  # noqa: E402
@@ -55,6 +58,109 @@ def sample_program() -> Image:
     return Image.from_words(w)
 
 
+CLASSES = ("ALU", "load", "store", "branch taken", "branch not taken", "jump", "M", "system")
+
+
+def instruction_class(r) -> str:
+    """The class of a retirement record (cpu.machine.Retire)."""
+    op = r.insn & 0x7F
+    if is_m_instruction(r.insn):
+        return "M"
+    if op == 0x03:
+        return "load"
+    if op == 0x23:
+        return "store"
+    if op == 0x63:
+        return "branch taken" if r.next_pc != (r.pc + 4) & 0xFFFFFFFF else "branch not taken"
+    if op in (0x6F, 0x67):
+        return "jump"
+    if op in (0x73, 0x0F):
+        return "system"
+    return "ALU"
+
+
+def trace_frames(protocol, netlist, inits, img, model=None):
+    """(generated tokens per frame, rvfi_valid per frame) of ``img``'s whole run: the netlist
+    simulator's token trace, or with ``model`` (the fast executor) the model's own generated trace,
+    which must be equal token for token."""
+    from netlist2tf.sim import TableStimulus
+    from netlist2tf.verify import expected_tokens
+
+    cycles = run_netlist(img, ram_size=RAM, trace=False).cycles + 1
+    stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
+    rows, generated, frames = expected_tokens(protocol, netlist, inits, cycles, 1, 0,
+                                              [{"ram": img.words()}], stimulus=stim)
+    rows, generated = rows[0], generated[0]
+    if model is not None:
+        from netlist2tf.host import run_model
+        run = run_model(model, protocol, inits, [[{"rst": 0}] * cycles], cycles,
+                        initial_memory=[{"ram": img.words()}])
+        assert run.tokens[0] == rows[:len(run.tokens[0])] and len(run.tokens[0]) == len(rows), \
+            "the model's generated trace differs from the netlist simulator's"
+    starts = [pos for _, pos in frames[0]] + [len(rows)]
+    counts, valid = [], []
+    n_in = len(protocol.inputs)
+    for k in range(len(frames[0])):
+        lo, hi = starts[k], starts[k + 1] - (n_in if k + 1 < len(frames[0]) else 0)
+        toks = rows[lo:hi]
+        counts.append(sum(generated[lo:hi]))
+        outs = protocol.decode_frame(k, toks)[0]
+        valid.append(outs["rvfi_valid"])
+        if outs["halt"]:
+            break                                  # through the halting frame, as a run counts them
+    return counts, valid
+
+
+def table(protocol, netlist, inits, st, generated: bool):
+    model = None
+    if generated:
+        model = load_model(RAM, executor="fast")[0]
+    print(f"\n== tokens per instruction on the program table (counted in each program's "
+          f"{'generated trace (fast executor), equal to the netlist simulator' if generated else 'token trace (netlist simulator)'})")
+    print(f"{'program':12s} {'instructions':>12s} {'cycles':>9s} {'tokens':>11s} {'tokens/instr':>12s} "
+          f"{'unicorn i/s':>12s} {'netlist i/s':>12s}")
+    total_tokens = total_instr = 0
+    per_class = {c: [0, 0] for c in CLASSES}          # class -> [instructions, tokens]
+    halt_tokens = 0
+    for prog, img in table_images(RAM):
+        if img is None:
+            print(f"{prog.name:12s} does not fit the model's {RAM // 1024} KiB of RAM")
+            continue
+        t0 = time.perf_counter()
+        r = run_netlist(img, ram_size=RAM, trace=False)
+        tn = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        u = run_unicorn(img, ram_size=RAM, trace=False)
+        tu = time.perf_counter() - t0
+        records = run_unicorn(img, ram_size=RAM).records
+        counts, valid = trace_frames(protocol, netlist, inits, img, model)
+        assert sum(valid) == len(records) == r.instructions
+        i, pending = 0, 0
+        for n, v in zip(counts, valid):
+            pending += n
+            if v:
+                c = per_class[instruction_class(records[i])]
+                c[0] += 1
+                c[1] += pending
+                i, pending = i + 1, 0
+        halt_tokens += pending                     # the stopping cycle and the halt report
+        tokens = sum(counts)
+        total_tokens += tokens
+        total_instr += r.instructions
+        print(f"{prog.name:12s} {r.instructions:12,d} {r.cycles:9,d} {tokens:11,d} "
+              f"{tokens / r.instructions:12.2f} {rate(u.instructions, tu):12,.0f} "
+              f"{rate(r.instructions, tn):12,.0f}", flush=True)
+    mean = total_tokens / total_instr
+    print(f"{'table':12s} {total_instr:12,d} {'':9s} {total_tokens:11,d} {mean:12.2f}   (all tokens / all instructions)")
+    print("per class (tokens of the frames each instruction retires in, its busy frames included):")
+    for c in CLASSES:
+        n, t = per_class[c]
+        print(f"  {c:18s} {n:9,d} instructions {100 * n / total_instr:5.1f} %  {t / n if n else float('nan'):6.2f} tokens each")
+    print(f"  {'halting':18s} {halt_tokens:9,d} tokens (the stopping cycle and the halt report, all programs)")
+    print(f"weights read per instruction: {st['parameters'] / 1e6:.1f} M dense parameters x {mean:.2f} tokens = "
+          f"{st['parameters'] * mean / 1e9:.2f} G")
+
+
 def rate(n, seconds):
     return n / seconds if seconds > 0 else float("nan")
 
@@ -63,6 +169,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=8, help="batch size of the batched run (default 8)")
     ap.add_argument("--skip-table", action="store_true", help="skip the program-table section")
+    ap.add_argument("--generated", action="store_true",
+                    help="count tokens in the model's own generated traces (the fast executor generates "
+                         "every table program, ~20 min; its trace must equal the netlist simulator's)")
     ap.add_argument("--tf-cycles", type=int, default=400,
                     help="cycles of hello.c checked teacher-forced (default 400)")
     args = ap.parse_args()
@@ -77,31 +186,11 @@ def main():
     print(f"{st['layers']} layers ({', '.join(t[:3] for t in st['layer_types'])}), hidden {st['hidden_size']}, "
           f"intermediate {st['intermediate_size']}, vocabulary {st['vocab_size']}")
     print(f"{st['parameters']:,} parameters, {st['nonzero']:,} non-zero "
-          f"({100 * st['nonzero'] / st['parameters']:.1f} %); {gen_off} generated tokens per cycle, {gen} "
-          f"while the M unit is busy")
+          f"({100 * st['nonzero'] / st['parameters']:.1f} %); {gen_off} to {gen} generated tokens per cycle "
+          f"(the gated groups: {', '.join(f'{g.kind} {g.name} {len(g.chunks)}' for g in protocol.groups)})")
 
     if not args.skip_table:
-        print(f"\n== tokens per instruction on the program table (netlist cycles x {gen_off} + "
-              f"{gen - gen_off} x {M_CYCLES - 1} per M instruction)")
-        print(f"{'program':12s} {'instructions':>12s} {'cycles':>9s} {'tokens':>11s} {'tokens/instr':>12s} "
-              f"{'unicorn i/s':>12s} {'netlist i/s':>12s}")
-        for prog, img in table_images(RAM):
-            if img is None:
-                print(f"{prog.name:12s} does not fit the model's {RAM // 1024} KiB of RAM")
-                continue
-            t0 = time.perf_counter()
-            r = run_netlist(img, ram_size=RAM, trace=False)
-            tn = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            u = run_unicorn(img, ram_size=RAM, trace=False)
-            tu = time.perf_counter() - t0
-            n_m = sum(is_m_instruction(rec.insn) for rec in run_unicorn(img, ram_size=RAM).records)
-            tokens = gen_off * r.cycles + (gen - gen_off) * (M_CYCLES - 1) * n_m
-            print(f"{prog.name:12s} {r.instructions:12,d} {r.cycles:9,d} {tokens:11,d} "
-                  f"{tokens / r.instructions:12.1f} {rate(u.instructions, tu):12,.0f} "
-                  f"{rate(r.instructions, tn):12,.0f}")
-        print(f"per class: every instruction but M one cycle = {gen_off} tokens; MUL*/DIV*/REM* "
-              f"{M_CYCLES} cycles = {gen * (M_CYCLES - 1) + gen_off} tokens; +1 cycle for the halt report")
+        table(protocol, netlist, inits, st, args.generated)
 
     print("\n== speed on a short program (same program on every engine)")
     img = sample_program()

@@ -10,9 +10,10 @@ model state), lets the model generate one frame of tokens per clock cycle (greed
 cache) until every program halts, and decodes the frames into the machine's ``RunResult``: console
 bytes, the halt, and one ``Retire`` record per cycle whose ``rvfi_valid`` token bit is set.
 
-The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``: 3 tokens a
-cycle instead of 36 for the whole retirement port): retired or not, the load/store word and byte
-lane, a console write, the halt. ``TraceDecoder`` rebuilds the rest of each record from tokens the
+The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``: 1 token a
+cycle instead of 36 for the whole retirement port: retired or not, a console write, the halt, a
+load, the load/store byte lane; 2 more for a load's word, 1 for the halt's kind and cause: the
+gated groups of ``GATED``). ``TraceDecoder`` rebuilds the rest of each record from tokens the
 model generates anyway: pc and next pc from the pc register's tokens, the memory (RAM, then the 32
 registers) mirrored from the prompt and the write-port tokens (so ``insn`` is the mirrored word at
 pc, ``mem_rdata`` the mirrored word at ``mem_addr``, ``rd``/``rd_wdata`` a write to a register word,
@@ -44,10 +45,18 @@ KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RA
 FLOW = "macro6"
 CHUNK_BITS = 8
 # the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
-MODEL_OUTPUTS = ("rvfi_valid", "console_valid", "halt", "halt_kind", "halt_cause", "mem_word", "mem_lane")
-# the M unit's state, emitted only in frames after which it is busy (its values do not matter in a
-# cycle that starts idle: a start loads them, nothing else reads them): 13 of the 18 register tokens
-GATED = ("m_busy", ("m_hi", "m_lo", "m_op", "m_count"))
+MODEL_OUTPUTS = ("rvfi_valid", "console_valid", "halt", "halt_kind", "halt_cause", "mem_word", "mem_lane",
+                 "mem_read")
+# The gated groups (protocol.py, docs/CPU-MODEL.md 2): emitted only in the frames where their gate is 1.
+# Registers, gated by a register's next value (z3 proves their values do not matter in a cycle that
+# starts with it at 0): the M unit's state while it is busy (a start loads it, nothing else reads
+# it: 13 tokens); the latched trap conditions and the halt-report flag once halted (the cycle that
+# stops latches them; only the halt report reads them). Outputs, gated by an output (the host
+# decoder reads them only then): the halt's kind and cause in the halting cycle; a load's word (a
+# store's is in its write tokens). And the write port's group only when something is written.
+GATED = (("m_busy", ("m_hi", "m_lo", "m_op", "m_count")), ("halted", ("why", "reported")),
+         ("halt", ("halt_kind", "halt_cause")), ("mem_read", ("mem_word",)))
+GATED_WRITES = ("ram",)
 OP_LOAD, OP_STORE = 0x03, 0x23
 PC_SIGNAL = "rvfi_pc"            # the netlist's name for the pc register (the core drives rvfi_pc = pc)
 
@@ -129,7 +138,18 @@ def model_settings():
     from netlist2tf.plan import CompileSettings
 
     return CompileSettings(layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM, outputs=MODEL_OUTPUTS,
-                           gated=(GATED[0], tuple(GATED[1])))
+                           gated=GATED, gated_writes=GATED_WRITES)
+
+
+def model_protocol(netlist):
+    """The trace protocol of the compiled CPU for ``netlist`` (``compiled_netlist``): what the
+    checkpoint's trace_protocol.json holds, without building it."""
+    from netlist2tf.plan import resolve_groups
+    from netlist2tf.protocol import TraceProtocol
+
+    s = model_settings()
+    return TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, s.chunk_bits,
+                                      resolve_groups(netlist, s.gated, s.gated_writes))
 
 
 def _build_checkpoint(ram_size, build_dir, log) -> Path:
@@ -527,7 +547,9 @@ class TraceDecoder:
                 # the bytes accessed: the access size (funct3) at the lane the core computed
                 mask = ((1, 3, 15, 0)[(insn >> 12) & 3] << out["mem_lane"]) & 0xF if is_load or is_store else 0
                 rmask, wmask = (mask if is_load else 0), (mask if is_store else 0)
-                addr = CONSOLE_ADDR if out["console_valid"] else out["mem_word"] << 2 if mask else 0
+                # a load's word is emitted (the mem_read group); a store's is its RAM write's address
+                addr = (CONSOLE_ADDR if out["console_valid"] else out["mem_word"] << 2 if is_load
+                        else waddr << 2 if is_store and ram_write else 0)
                 lanes = sum(0xFF << (8 * i) for i in range(4) if (wmask >> i) & 1)
                 # a store writes RAM through the port (the merged word), or the console (no write)
                 self.records.append(Retire(

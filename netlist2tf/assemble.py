@@ -26,7 +26,7 @@ from .gadgets.deltanet_memory import calibrate_read, clear_module, configure_mem
 from .gadgets.ffn_threshold import configure_mlp
 from .gadgets.layout import NORM_WEIGHT, ResidualLayout
 from .plan import (CompileSettings, ModelPlan, memory_capacity_slots, plan_model, reachable_banks,  # noqa: F401
-                   resolve_gated, standalone_layer_types)
+                   resolve_groups, standalone_layer_types)
 from .protocol import TraceProtocol
 from .schedule import Schedule
 from .target import LINEAR
@@ -43,8 +43,9 @@ class Compiled:
     initial_memory: dict        # memory name -> {address: word} (non-zero initial words)
     stats: dict
     outputs: tuple | None = None    # the output ports kept (``CompileSettings.outputs``); None: all
-    gated: tuple | None = None      # (gate register, group registers) of ``CompileSettings.gated``
+    gated: tuple = ()               # the gated groups of ``CompileSettings.gated``
     plan: ModelPlan | None = None
+    gated_writes: tuple = ()        # ``CompileSettings.gated_writes``
 
 
 def write_weights(plan: ModelPlan) -> Compiled:
@@ -87,13 +88,13 @@ def write_weights(plan: ModelPlan) -> Compiled:
         raise AssertionError(f"the plan counts {plan.stats['parameters']} parameters, the model has {params}")
     stats = dict(plan.stats, nonzero=sum(int(torch.count_nonzero(p)) for p in model.parameters()))
     return Compiled(model, proto, plan.schedule, layout, plan.initial_registers, plan.initial_memory, stats,
-                    plan.outputs, plan.gated, plan)
+                    plan.outputs, plan.gated, plan, plan.gated_writes)
 
 
 def assemble(netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64, target=None,
-             check_only: bool = False, outputs=None, gated=None):
+             check_only: bool = False, outputs=None, gated=(), gated_writes=()):
     """Plan ``netlist`` with these settings (``CompileSettings``) and write its weights; with
     ``check_only`` return the fit (``ModelPlan.fit``) without writing any. No gating proof: the
     driver (``netlist2tf.driver.compile_netlist``) makes it."""
-    plan = plan_model(netlist, CompileSettings(layers, chunk_bits, head_dim, target, outputs, gated))
+    plan = plan_model(netlist, CompileSettings(layers, chunk_bits, head_dim, target, outputs, gated, gated_writes))
     return plan.fit() if check_only else write_weights(plan)

@@ -164,15 +164,16 @@ def _compile_inputs(args):
     return result, netlist, target
 
 
-def _gated(args):
-    """The --gated option as (gate, [registers]) (None: no gated group)."""
-    if not args.gated:
-        return None
-    gate, _, regs = args.gated.partition(":")
-    names = [n.strip() for n in regs.split(",") if n.strip()]
-    if not gate.strip() or not names:
-        raise Netlist2TFError(f"--gated {args.gated!r}: write GATE:REG,REG,... (e.g. busy:acc,count)")
-    return gate.strip(), names
+def _gated(args) -> tuple:
+    """The --gated options as ((gate, (member, ...)), ...)."""
+    groups = []
+    for text in args.gated or ():
+        gate, _, regs = text.partition(":")
+        names = tuple(n.strip() for n in regs.split(",") if n.strip())
+        if not gate.strip() or not names:
+            raise Netlist2TFError(f"--gated {text!r}: write GATE:MEMBER,MEMBER,... (e.g. busy:acc,count)")
+        groups.append((gate.strip(), names))
+    return tuple(groups)
 
 
 def _kept(args):
@@ -196,9 +197,9 @@ def _settings(args, target):
     """The CompileSettings of a compile or report command line."""
     from .plan import CompileSettings
 
-    gated = _gated(args)
+    writes = tuple(n.strip() for n in (args.gated_writes or "").split(",") if n.strip())
     return CompileSettings(layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim, target=target,
-                           outputs=_kept(args), gated=None if gated is None else (gated[0], tuple(gated[1])))
+                           outputs=_kept(args), gated=_gated(args), gated_writes=writes)
 
 
 def cmd_compile(args) -> int:
@@ -399,10 +400,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--keep-outputs", metavar="NAMES",
                        help="comma-separated output ports: emit tokens for these only and drop the logic "
                             "only the others need (registers and memories stay; default: every output)")
-        p.add_argument("--gated", metavar="GATE:REG,REG,...",
-                       help="emit these registers' tokens only in frames after which the 1-bit register "
-                            "GATE is 1 (their values must not matter while it is 0: compile proves it with "
-                            "z3 or shows a counterexample; docs/COMPILER.md 2)")
+        p.add_argument("--gated", metavar="GATE:MEMBER,MEMBER,...", action="append",
+                       help="a gated group (repeatable): registers whose tokens are emitted only in frames "
+                            "after which the 1-bit register GATE is 1 (their values must not matter while it "
+                            "is 0: compile proves it with z3 or shows a counterexample), or output ports "
+                            "emitted only in cycles where the 1-bit output GATE is 1; docs/COMPILER.md 2")
+        p.add_argument("--gated-writes", metavar="MEMORY,...",
+                       help="emit these memories' write tokens only in cycles where their port writes "
+                            "(the frame then ends on a register token; docs/COMPILER.md 2)")
         p.add_argument("--out", help=out_help)
         p.add_argument("--build-dir", default=None, help=build_help)
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")

@@ -15,20 +15,25 @@ from .plan import CompileSettings, plan_model
 
 
 def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = False) -> str | None:
-    """Prove with z3 (``netlist2tf.formal.prove_gated``) that ``settings.gated``'s group does not
-    matter while its gate is 0, on the netlist the model computes (only ``settings.outputs`` kept).
-    Returns a one-line summary (None without a gated group). A counterexample raises
+    """Prove with z3 (``netlist2tf.formal.prove_groups``) that each gated register group of
+    ``settings`` does not matter while its gate is 0, on the netlist the model computes (only
+    ``settings.outputs`` kept), with the output groups and gated writes skipped as the model skips
+    them. Returns a one-line summary (None without a register group). A counterexample raises
     Netlist2TFError; a netlist the prover cannot model is a warning (``log``) unless ``strict``."""
-    from .formal import prove_gated
+    from .formal import prove_groups
+    from .plan import resolve_groups
 
-    if settings.gated is None:
-        return None
-    gate, group = settings.gated
-    what = f"{gate}:{','.join(group)}"
     model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
+    kinds = [spec.kind for spec in resolve_groups(model_netlist, settings.gated, ())]
+    reg = [g for g, kind in zip(settings.gated, kinds) if kind == "reg"]
+    out = [g for g, kind in zip(settings.gated, kinds) if kind == "out"]
+    if not reg:
+        return None
+    what = " ".join(f"{gate}:{','.join(group)}" for gate, group in reg)
+    gates = reg[0][0] if len(reg) == 1 else "its gate"
     t0 = time.perf_counter()
     try:
-        cex = prove_gated(model_netlist, gate, group)
+        cex = prove_groups(model_netlist, reg, out, settings.gated_writes)
     except Netlist2TFError as exc:
         if strict:
             raise
@@ -36,10 +41,10 @@ def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = Fa
         (log or (lambda m: None))(msg)
         return msg
     if cex is not None:
-        raise Netlist2TFError(f"gated group {what}: the group matters while {gate} is 0, so the model's stale "
+        raise Netlist2TFError(f"gated group {what}: the group matters while {gates} is 0, so the model's stale "
                               f"values would change the trace: {cex}. Leave the registers involved out of "
                               f"the group (or gate on a register that is 1 whenever they are used)")
-    msg = f"gated group {what}: proved that the group does not matter while {gate} is 0 (z3, " \
+    msg = f"gated group {what}: proved that the group does not matter while {gates} is 0 (z3, " \
           f"{time.perf_counter() - t0:.1f} s)"
     (log or (lambda m: None))(msg)
     return msg
@@ -53,7 +58,7 @@ def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = 
     from .assemble import write_weights
 
     step = step or (lambda what: None)
-    if prove and settings.gated is not None:
+    if prove and settings.gated:
         step("proving with z3 that the gated group does not matter while its gate is 0")
         prove_gating(netlist, settings, log, strict)
     step("scheduling the netlist onto the layers and planning the model")

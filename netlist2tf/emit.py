@@ -18,14 +18,14 @@ from pathlib import Path
 import torch
 
 from .assemble import Compiled
-from .plan import resolve_gated
+from .plan import resolve_groups
 from .errors import Netlist2TFError
 from .graph import keep_outputs
 from .ir import parse_netlist
 from .outputs import write_folder
 from .protocol import TraceProtocol
 
-FORMAT = 3
+FORMAT = 4
 # the files whose sha256 compile.json records: a checkpoint whose weights, config, protocol or netlist
 # were changed after compiling is refused on load (they must agree; docs/COMPILER.md 7)
 SEALED = ("config.json", "model.safetensors", "trace_protocol.json", "netlist.json")
@@ -85,7 +85,7 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
                                    for name, words in compiled.initial_memory.items()},
                 "dtype": str(dtype).split(".")[-1],
                 "outputs": None if compiled.outputs is None else list(compiled.outputs),
-                "gated": None if compiled.gated is None else [compiled.gated[0], list(compiled.gated[1])],
+                "gated": [[g, list(m)] for g, m in compiled.gated], "gated_writes": list(compiled.gated_writes),
                 "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
@@ -115,10 +115,9 @@ def trace_side(folder, meta: dict, sealed=SEALED):
     try:
         if meta.get("outputs") is not None:           # compiled with only these outputs
             netlist = keep_outputs(netlist, meta["outputs"])
-        gated = meta.get("gated")
-        derived = TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, meta["chunk_bits"],
-                                             None if gated is None else resolve_gated(netlist, *gated))
-    except (KeyError, TypeError) as exc:
+        groups = resolve_groups(netlist, [(g, tuple(m)) for g, m in meta["gated"]], tuple(meta["gated_writes"]))
+        derived = TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, meta["chunk_bits"], groups)
+    except (KeyError, TypeError, ValueError) as exc:
         raise Netlist2TFError(f"{folder}/compile.json lacks or garbles {exc}; write the checkpoint again")
     if derived != protocol:
         raise Netlist2TFError(f"{folder}: trace_protocol.json is not the protocol of netlist.json with the "

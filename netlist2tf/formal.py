@@ -21,6 +21,7 @@ Semantics mirror ``sim.py`` (x reads as 0; an out-of-range memory read gives 0);
 ``SUPPORTED`` raise Netlist2TFError naming the cell.
 """
 
+import itertools
 from dataclasses import dataclass
 
 from .errors import Netlist2TFError
@@ -284,32 +285,73 @@ def _drivers(nl: Netlist) -> dict:
 
 
 def prove_gated(nl: Netlist, gate: str, group, inputs: dict | None = None, timeout_s: float = 600.0):
-    """Prove that ``group`` (register signal names) does not matter in a cycle that starts with the
-    1-bit register ``gate`` at 0 (module docstring). ``inputs``: {input port: value} held fixed
-    (e.g. {"rst": 0}); other inputs are free. Returns None when proved, else a Counterexample.
-    Raises Netlist2TFError for unknown signals, unsupported cells, or when z3 gives up."""
+    """``prove_groups`` for one register group gated by ``gate`` (a 1-bit register)."""
+    return prove_groups(nl, [(gate, tuple(group))], inputs=inputs, timeout_s=timeout_s)
+
+
+def prove_groups(nl: Netlist, groups, out_groups=(), gated_writes=(), inputs: dict | None = None,
+                 timeout_s: float = 600.0):
+    """Prove that every register group of ``groups`` ((GATE, (REGISTER, ...)) by signal name) does
+    not matter in a cycle that starts with its 1-bit gate register at 0 (module docstring), for a
+    model that also skips the output groups ``out_groups`` ((GATE OUTPUT, (OUTPUT, ...))) while their
+    gate output is 0 and the write group of each memory in ``gated_writes`` while its port does not
+    write: an output in such a group is claimed only while its gate is 1, a gated port's address
+    and data only while it writes. Every group's registers are free in both copies while their gate
+    is 0 (all combinations at once). ``inputs``: {input port: value} held fixed (e.g. {"rst": 0});
+    other inputs are free. Returns None when proved, else a Counterexample. Raises Netlist2TFError
+    for unknown signals, unsupported cells, or when z3 gives up."""
     import z3
 
     sigs = {s.name: s.bits for s in nl.signals}
-    for name in (gate, *group):
-        if name not in sigs:
-            raise Netlist2TFError(f"no signal named {name} in {nl.top}")
     reg_of_q = {n: r for r in nl.registers for n in r.q}
-    gate_bits = sigs[gate]
-    if len(gate_bits) != 1 or gate_bits[0] not in reg_of_q:
-        raise Netlist2TFError(f"{gate} must be a 1-bit register (the gate)")
-    group_nets = {n for name in group for n in sigs[name] if n not in (CONST0, CONST1, CONSTX)}
-    if gate_bits[0] in group_nets:
-        raise Netlist2TFError(f"the gate {gate} cannot be in its own group")
-    if not group_nets <= set(reg_of_q):
-        raise Netlist2TFError(f"the group {', '.join(group)} must be registers")
+    group_nets, gate_of = {}, []                 # net -> group index; per group its gate's q net
+    for gi, (gate, group) in enumerate(groups):
+        for name in (gate, *group):
+            if name not in sigs:
+                raise Netlist2TFError(f"no signal named {name} in {nl.top}")
+        gate_bits = sigs[gate]
+        if len(gate_bits) != 1 or gate_bits[0] not in reg_of_q:
+            raise Netlist2TFError(f"{gate} must be a 1-bit register (the gate)")
+        # a signal's register bits (a dead slice that the kept-outputs netlist dropped is undriven)
+        driven = _drivers(nl)
+        nets = {n for name in group for n in sigs[name] if n not in (CONST0, CONST1, CONSTX)}
+        if any(n not in reg_of_q and n in driven for n in nets) or not nets & set(reg_of_q):
+            raise Netlist2TFError(f"the group {', '.join(group)} must be registers")
+        nets &= set(reg_of_q)
+        if gate_bits[0] in nets:
+            raise Netlist2TFError(f"the gate {gate} cannot be in its own group")
+        if nets & set(group_nets):
+            raise Netlist2TFError(f"the group {', '.join(group)} shares a register with another group")
+        group_nets.update({n: gi for n in nets})
+        gate_of.append(gate_bits[0])
+    for gi, q in enumerate(gate_of):
+        if q in group_nets:
+            raise Netlist2TFError(f"the gate {groups[gi][0]} cannot be in a gated group")
     for r in nl.registers:
         if r.arst is not None and r.arst not in (CONST0, CONSTX):
             raise Netlist2TFError(f"register {r.name} has an asynchronous reset; the prover models "
                                   f"synchronous registers only")
-    group_regs = [r for r in nl.registers if set(r.q) & group_nets]
-    if any(not set(r.q) <= group_nets for r in group_regs):
-        raise Netlist2TFError("a register is partly in the group; name whole registers")
+    group_regs = {}
+    for r in nl.registers:
+        owners = {group_nets[n] for n in r.q if n in group_nets}
+        if owners and (len(owners) > 1 or not all(n in group_nets for n in r.q)):
+            raise Netlist2TFError("a register is partly in a group; name whole registers")
+        if owners:
+            group_regs[r.name] = owners.pop()
+    outs = {p.name: p for p in nl.outputs}
+    out_gate = {}                                 # output name -> its group's gate output
+    for gate, members in out_groups:
+        if gate not in outs or len(outs[gate].bits) != 1:
+            raise Netlist2TFError(f"{gate} must be a 1-bit output (the gate of an output group)")
+        for name in members:
+            if name not in outs:
+                raise Netlist2TFError(f"no output named {name} in {nl.top}")
+            out_gate[name] = gate
+    if any(g in out_gate for g in out_gate.values()):
+        raise Netlist2TFError("the gate of an output group must be an output outside every group")
+    unknown_mems = set(gated_writes) - {m.name for m in nl.memories}
+    if unknown_mems:
+        raise Netlist2TFError(f"no memory {', '.join(sorted(unknown_mems))} in {nl.top}")
 
     fixed = inputs or {}
     unknown = set(fixed) - {p.name for p in nl.inputs}
@@ -322,26 +364,53 @@ def prove_gated(nl: Netlist, gate: str, group, inputs: dict | None = None, timeo
                               else z3.BitVec(f"in:{p.name}[{i}]", 1))
     memories = {m.name: z3.Array(f"mem:{m.name}", z3.BitVecSort(m.abits), z3.BitVecSort(m.width))
                 for m in nl.memories}
-    shared = {n: z3.BitVec(f"q:{reg_of_q[n].name}[{reg_of_q[n].q.index(n)}]", 1)
-              for n in reg_of_q if n not in group_nets}
-    copies, drivers = [], _drivers(nl)
-    for tag in ("a", "b"):
-        q = dict(shared)
-        q.update({n: z3.BitVec(f"q{tag}:{reg_of_q[n].name}[{reg_of_q[n].q.index(n)}]", 1) for n in group_nets})
-        copies.append(_Cycle(z3, nl, drivers, q, input_terms, memories))
-    ca, cb = copies
 
-    claims = []                                   # (name, term in copy a, term in copy b)
+    def var(tag, n):
+        return z3.BitVec(f"q{tag}:{reg_of_q[n].name}[{reg_of_q[n].q.index(n)}]", 1)
+    drivers = _drivers(nl)
+    # One query per combination of the gates at the cycle's start (all on: nothing can differ): a
+    # group whose gate is 0 is free in both copies, one whose gate is 1 shared, and each gate fixed,
+    # which lets z3 simplify (far faster than one query with the gates free).
+    for on in itertools.product((False, True), repeat=len(groups)):
+        if all(on):
+            continue
+        shared = {n: var("", n) for n in reg_of_q if n not in group_nets or on[group_nets[n]]}
+        shared.update({q: z3.BitVecVal(int(value), 1) for q, value in zip(gate_of, on)})
+        copies = []
+        for tag in ("a", "b"):
+            q = dict(shared)
+            q.update({n: var(tag, n) for n, g in group_nets.items() if not on[g]})
+            copies.append(_Cycle(z3, nl, drivers, q, input_terms, memories))
+        ca, cb = copies
+        claims = _claims(z3, nl, ca, cb, groups, group_regs, gate_of, reg_of_q, outs, out_gate, gated_writes)
+        solver = z3.Solver()
+        solver.set("timeout", int(timeout_s * 1000))
+        solver.add(z3.Or(*[na != nb if cond is None else z3.And(cond, na != nb) for _, cond, na, nb in claims]))
+        verdict = solver.check()
+        if verdict == z3.unsat:
+            continue
+        if verdict != z3.sat:
+            raise Netlist2TFError(f"z3 could not decide the gated-group property ({solver.reason_unknown()}); "
+                                  f"raise timeout_s (was {timeout_s} s)")
+        return _counterexample(z3, solver.model(), ca, cb, sigs, groups, claims)
+    return None
+
+
+def _claims(z3, nl, ca, cb, groups, group_regs, gate_of, reg_of_q, outs, out_gate, gated_writes) -> list:
+    """(name, condition or None, term in copy a, term in copy b) for everything the model emits."""
+    claims = []
     for p in nl.outputs:
         if p.bits:
-            claims.append((f"output {p.name}", ca.word(p.bits), cb.word(p.bits)))
+            cond = ca.bit(outs[out_gate[p.name]].bits[0]) == 1 if p.name in out_gate else None
+            claims.append((f"output {p.name}", cond, ca.word(p.bits), cb.word(p.bits)))
     for m in nl.memories:
         for i, wp in enumerate(m.write_ports):
+            en = ca.bit(wp.enable[0]) == 1 if m.name in gated_writes else None
             for field, sig in (("address", wp.addr), ("data", wp.data), ("enable", wp.enable)):
-                claims.append((f"memory {m.name} write port {i} {field}", ca.word(sig), cb.word(sig)))
-    gate_reg = reg_of_q[gate_bits[0]]
-    gate_next = ca.next_value(gate_reg)          # outside the group, so equal in both (claimed below)
-    grouped = []
+                claims.append((f"memory {m.name} write port {i} {field}", None if field == "enable" else en,
+                               ca.word(sig), cb.word(sig)))
+    gate_next = [z3.Extract(reg_of_q[q].q.index(q), reg_of_q[q].q.index(q), ca.next_value(reg_of_q[q])) == 1
+                 for q in gate_of]                # outside every group: equal in both (claimed)
     by_signal: dict = {}               # Yosys slices registers into bits: claim per signal instead
     for r in nl.registers:
         by_signal.setdefault(nl.nets[r.q[0]].base if r.width == 1 else r.name, []).append(r)
@@ -349,31 +418,26 @@ def prove_gated(nl: Netlist, gate: str, group, inputs: dict | None = None, timeo
         regs.sort(key=lambda r: nl.nets[r.q[0]].bit or 0)
         na = z3.Concat(*[ca.next_value(r) for r in reversed(regs)]) if len(regs) > 1 else ca.next_value(regs[0])
         nb = z3.Concat(*[cb.next_value(r) for r in reversed(regs)]) if len(regs) > 1 else cb.next_value(regs[0])
-        if regs[0] in group_regs:
-            grouped.append((f"register {label} (next, with {gate} next 1)", na, nb))
+        if regs[0].name in group_regs:
+            gi = group_regs[regs[0].name]
+            claims.append((f"register {label} (next, with {groups[gi][0]} next 1)", gate_next[gi], na, nb))
         else:
-            claims.append((f"register {label} (next)", na, nb))
+            claims.append((f"register {label} (next)", None, na, nb))
+    return claims
 
-    solver = z3.Solver()
-    solver.set("timeout", int(timeout_s * 1000))
-    solver.add(ca.bit(gate_bits[0]) == 0)
-    gate_on = z3.Extract(gate_reg.q.index(gate_bits[0]), gate_reg.q.index(gate_bits[0]), gate_next) == 1
-    differs = [na != nb for _, na, nb in claims] + [z3.And(gate_on, na != nb) for _, na, nb in grouped]
-    solver.add(z3.Or(*differs))
-    verdict = solver.check()
-    if verdict == z3.unsat:
-        return None
-    if verdict != z3.sat:
-        raise Netlist2TFError(f"z3 could not decide the gated-group property ({solver.reason_unknown()}); "
-                              f"raise timeout_s (was {timeout_s} s)")
-    model = solver.model()
+
+def _counterexample(z3, model, ca, cb, sigs, groups, claims) -> Counterexample:
+    """What differs in z3's model, with both copies' values."""
 
     def val(term):
         return model.eval(term, model_completion=True).as_long()
-    on = z3.is_true(model.eval(gate_on, model_completion=True))
-    values = {name: (val(ca.word(sigs[name])), val(cb.word(sigs[name]))) for name in group}
+    def regs(copy, name):          # a group signal's register bits (dead slices left out)
+        return copy.word([n for n in sigs[name] if n in copy.q_terms])
+    values = {name: (val(regs(ca, name)), val(regs(cb, name))) for _, group in groups for name in group}
     what = []
-    for name, na, nb in claims + (grouped if on else []):
+    for name, cond, na, nb in claims:
+        if cond is not None and not z3.is_true(model.eval(cond, model_completion=True)):
+            continue
         a, b = val(na), val(nb)
         if a != b:
             what.append(name)

@@ -25,6 +25,7 @@ class ModelRun:
     writes: list
     frame_tokens: list = None     # [row][cycle]: generated tokens of that frame (gated frames vary)
     prompt_tokens: int = 0        # the prompt's length (every row's, padded)
+    groups: list = None           # [row][cycle]: which gated groups the frame holds (one bool each)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +34,7 @@ class Frame:
     outputs: dict
     registers: dict
     writes: dict
+    groups: tuple = ()            # which gated groups the frame holds (protocol.groups order)
 
 
 def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: list, cycles: int,
@@ -75,7 +77,7 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
     with single_thread():
         if getattr(model, "generates", False):
             run = _run_generating(model, protocol, inputs, cycles, B, seqs, until)
-        elif protocol.gated:
+        elif protocol.groups:
             run = _run_gated(protocol, inputs, cycles, B, seqs, pending, feed, outputs, registers, until)
         else:
             run = _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers, until)
@@ -106,7 +108,7 @@ def _run_generating(model, protocol, inputs, cycles, B, seqs, until) -> ModelRun
     gen = protocol.generated
     n_gen = len(gen)
     end = None
-    if protocol.gated:
+    if protocol.groups:
         end = torch.zeros(protocol.vocab_size, dtype=torch.uint8)
         per = 1 << protocol.chunk_bits
         for parity in (0, 1):
@@ -115,7 +117,7 @@ def _run_generating(model, protocol, inputs, cycles, B, seqs, until) -> ModelRun
     cache = model.new_cache(B)
     pending = [list(s) for s in seqs]
     fed = [bool(p) for p in pending]
-    outputs, registers, writes, counts = ([[] for _ in range(B)] for _ in range(4))
+    outputs, registers, writes, counts, groups = ([[] for _ in range(B)] for _ in range(5))
     for cycle in range(cycles):
         frames = []
         for row in range(B):
@@ -127,14 +129,15 @@ def _run_generating(model, protocol, inputs, cycles, B, seqs, until) -> ModelRun
             pending[row] = []
             seqs[row] += host + toks
             outs, regs = protocol.decode_frame(cycle, toks)          # raises TraceError naming a bad frame
-            frames.append(Frame(outs, regs, protocol.decode_writes(toks)))
+            frames.append(Frame(outs, regs, protocol.decode_writes(toks), protocol.present_groups(toks)))
             outputs[row].append(outs)
             registers[row].append(regs)
             writes[row].append(frames[-1].writes)
+            groups[row].append(frames[-1].groups)
             counts[row].append(len(toks))
         if until is not None and until(cycle, frames):
             break
-    return ModelRun(outputs, registers, seqs, writes, counts)
+    return ModelRun(outputs, registers, seqs, writes, counts, groups=groups)
 
 
 def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers, until) -> ModelRun:
@@ -213,7 +216,7 @@ def _run_gated(protocol, inputs, cycles, B, seqs, pending, feed, outputs, regist
             f = protocol.field(cur[row][-1])
             if (f.kind, f.chunk) == end:
                 outs, regs = protocol.decode_frame(cycle[row], cur[row])
-                frames[row].append(Frame(outs, regs, protocol.decode_writes(cur[row])))
+                frames[row].append(Frame(outs, regs, protocol.decode_writes(cur[row]), protocol.present_groups(cur[row])))
                 counts[row].append(len(cur[row]))
                 cycle[row] += 1
                 cur[row] = []
@@ -225,9 +228,10 @@ def _run_gated(protocol, inputs, cycles, B, seqs, pending, feed, outputs, regist
             reported += 1
             if stop:
                 cycles = reported
+    groups = [[fr.groups for fr in frames[row][:reported]] for row in range(B)]
     for row in range(B):
         for fr in frames[row][:reported]:
             outputs[row].append(fr.outputs)
             registers[row].append(fr.registers)
             writes[row].append(fr.writes)
-    return ModelRun(outputs, registers, seqs, writes, [c[:reported] for c in counts])
+    return ModelRun(outputs, registers, seqs, writes, [c[:reported] for c in counts], groups=groups)

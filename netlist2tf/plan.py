@@ -20,7 +20,7 @@ from .gadgets.layout import ResidualLayout
 from .graph import keep_outputs
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .lower import allocate_pairs_reusing, lower_logic, reset_neurons
-from .protocol import IN, MA, MD, REG, TraceProtocol
+from .protocol import IN, MA, MD, REG, GroupSpec, TraceProtocol
 from .schedule import Schedule, ScheduleError, schedule
 from .target import FULL, LINEAR, Target
 
@@ -31,26 +31,33 @@ class CompileSettings:
 
     ``layers``/``head_dim`` shape a standalone model (ignored with a ``target``, whose shapes are
     used exactly); ``outputs``: emit only these output ports (the logic only the others need is
-    dropped); ``gated``: (GATE, (REGISTER, ...)) by signal name: the registers' tokens are emitted
-    only in frames where register GATE's next value is 1 (proved harmless by the driver)."""
+    dropped); ``gated``: groups ((GATE, (MEMBER, ...)), ...) by signal name, emitted only in the
+    frames where GATE is 1 (protocol.py): registers gated by a 1-bit register's next value (proved
+    harmless by the driver), or output ports gated by a 1-bit output; ``gated_writes``: memories
+    whose write group is emitted only when their port writes. A single (GATE, (REGISTER, ...)) is
+    taken as one group."""
     layers: int = 11
     chunk_bits: int = 8
     head_dim: int = 64
     target: Target | None = None
     outputs: tuple[str, ...] | None = None
-    gated: tuple[str, tuple[str, ...]] | None = None
+    gated: tuple = ()
+    gated_writes: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.outputs is not None:
             object.__setattr__(self, "outputs", tuple(self.outputs))
-        if self.gated is not None:
-            object.__setattr__(self, "gated", (str(self.gated[0]), tuple(self.gated[1])))
+        gated = self.gated or ()
+        if len(gated) == 2 and isinstance(gated[0], str) and not isinstance(gated[1], str):
+            gated = (gated,)                     # one group given as (GATE, MEMBERS)
+        object.__setattr__(self, "gated", tuple((str(g), tuple(str(m) for m in members)) for g, members in gated))
+        object.__setattr__(self, "gated_writes", tuple(self.gated_writes or ()))
 
     def record(self) -> dict:
         """The settings as compile.json records them (JSON-able; the target by name and source)."""
         return {"layers": self.layers, "chunk_bits": self.chunk_bits, "head_dim": self.head_dim,
                 "keep_outputs": None if self.outputs is None else list(self.outputs),
-                "gated": None if self.gated is None else [self.gated[0], list(self.gated[1])],
+                "gated": [[g, list(m)] for g, m in self.gated], "gated_writes": list(self.gated_writes),
                 **({"target": {"name": self.target.name, "source": self.target.source}} if self.target else {})}
 
 
@@ -96,6 +103,10 @@ class ModelPlan:
         return self.settings.gated
 
     @property
+    def gated_writes(self):
+        return self.settings.gated_writes
+
+    @property
     def outputs(self):
         return self.settings.outputs
 
@@ -107,18 +118,57 @@ class ModelPlan:
                 "depth": self.schedule.depth, "layers": self.target.num_layers, "vocab_size": self.protocol.vocab_size}
 
 
-def resolve_gated(netlist: Netlist, gate: str, group) -> tuple[int, tuple[int, ...]]:
-    """(gate net, the group's register output nets) for ``CompileSettings(gated=(gate, group))``:
-    ``gate`` names a 1-bit register (its next value, the D net, is the gate), ``group`` registers by
-    signal name. Raises Netlist2TFError naming a signal that is not a register."""
+def resolve_groups(netlist: Netlist, gated=(), gated_writes=()) -> tuple[GroupSpec, ...]:
+    """The ``GroupSpec``s of ``CompileSettings.gated``/``gated_writes`` on ``netlist`` (names are
+    signal names): a group of registers is gated by a 1-bit register's next value (its D net), a
+    group of output ports by a 1-bit output's net, a memory's write group by its write enable.
+    Raises Netlist2TFError naming a member or gate that does not fit."""
     sigs = {s.name: s.bits for s in netlist.signals}
+    outs = {p.name: p.bits for p in netlist.outputs}
     d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
-    for name in [gate, *group]:
-        if name not in sigs or not all(n in d_of_q for n in sigs[name]):
-            raise Netlist2TFError(f"gated registers: {name!r} is not a register of {netlist.top}")
-    if len(sigs[gate]) != 1 or gate in group:
-        raise Netlist2TFError(f"gated registers: the gate {gate!r} must be a 1-bit register outside the group")
-    return d_of_q[sigs[gate][0]], tuple(n for name in group for n in sigs[name])
+
+    driven = {n for c in netlist.cells for _, sig in c.outputs for n in sig} | \
+        {n for m in netlist.memories for rp in m.read_ports for n in rp.data} | \
+        {n for p in netlist.inputs for n in p.bits}
+
+    def is_reg(name):
+        """A register signal: some bits register outputs, the rest constants or undriven (a dead
+        register slice the kept-outputs netlist dropped)."""
+        return name in sigs and any(n in d_of_q for n in sigs[name]) and \
+            all(n in d_of_q or n in (CONST0, CONST1, CONSTX) or n not in driven for n in sigs[name])
+
+    def reg_nets(name):
+        return tuple(n for n in sigs[name] if n in d_of_q)
+    specs = []
+    for gate, members in gated:
+        if not members:
+            raise Netlist2TFError(f"gated group {gate}: name at least one member")
+        # output ports first: a port that a register drives directly may share its name
+        if all(m in outs for m in members) and gate in outs:
+            if len(outs[gate]) != 1 or outs[gate][0] in (CONST0, CONST1, CONSTX) or gate in members:
+                raise Netlist2TFError(f"gated outputs: the gate {gate!r} must be a 1-bit output (not a "
+                                      f"constant) outside the group")
+            specs.append(GroupSpec("out", gate, outs[gate][0], tuple(members)))
+        elif all(is_reg(m) for m in members):
+            if not is_reg(gate) or len(sigs[gate]) != 1 or gate in members:
+                raise Netlist2TFError(f"gated registers: the gate {gate!r} must be a 1-bit register outside the group")
+            specs.append(GroupSpec("reg", gate, d_of_q[sigs[gate][0]], tuple(n for name in members for n in reg_nets(name))))
+        else:
+            bad = next(m for m in members if not is_reg(m) and m not in outs) if \
+                any(not is_reg(m) and m not in outs for m in members) else None
+            if bad is not None:
+                raise Netlist2TFError(f"gated registers: {bad!r} is not a register of {netlist.top}"
+                                      + (" (nor an output port)" if outs else ""))
+            raise Netlist2TFError(f"gated group {gate}: its members mix registers and outputs; a group is "
+                                  f"all registers or all output ports")
+    mems = {m.name: m for m in netlist.memories}
+    for name in gated_writes:
+        m = mems.get(name)
+        if m is None or not m.write_ports:
+            raise Netlist2TFError(f"gated writes: {name!r} is not a written memory of {netlist.top} "
+                                  f"(written memories: {', '.join(sorted(k for k, v in mems.items() if v.write_ports)) or 'none'})")
+        specs.append(GroupSpec("write", name, m.write_ports[0].enable[0], (name,)))
+    return tuple(specs)
 
 
 def reachable_banks(mem, port: int, slots: int) -> list[int]:
@@ -179,8 +229,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     if s.outputs is not None:
         netlist = keep_outputs(netlist, s.outputs)
     clocks = {r.clock for r in netlist.registers}
-    gated_nets = None if s.gated is None else resolve_gated(netlist, *s.gated)
-    proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits, gated_nets)
+    proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits, resolve_groups(netlist, s.gated, s.gated_writes))
     for m in netlist.memories:
         if any(rp.clocked for rp in m.read_ports):
             raise Netlist2TFError(f"memory {m.name} has a synchronous read port; compile the lut flow's "
@@ -229,8 +278,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     emit_chunks = list(proto.generated)
     kept = {d_of_q[n] if kind == REG else n for kind, idx in emit_chunks
             for n in proto.chunks_of(kind)[idx].bits}
-    if proto.gate is not None:
-        kept.add(proto.gate)            # read by the last FFN: which token follows the branch
+    kept |= {g.gate for g in proto.groups}      # read by the last FFN: which token follows a branch
     pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
 
     # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
@@ -252,7 +300,8 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     for kind, j in write_chunks:
         extra(f"wf:{kind}:{j}", len(proto.chunks_of(kind)[j].bits))
     extra("emit", len(emit_chunks))
-    extra("emitbr", 2 if proto.gated else 0)        # at the branch: the group if the gate, else after it
+    branches = _branch_sets(proto)
+    extra("emitbr", sum(len(b) for b in branches))  # a branch's candidates, one slot each
     extra("ep", 1)
     extra("ev", chunk_bits)
     n_pairs = base + sum(len(v) for v in names.values())
@@ -283,25 +332,31 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
             elif net not in (CONST0, CONSTX):
                 select.append(Neuron(((emit, 1), (layout.pair(pairs[net])[0], 1)), -1,
                                      ((ev[0], 1), (ev[1], -1))))
-    if proto.gated:
-        # The token before the gated group: the gate chooses the group's first chunk or the first
-        # chunk after the group (both REG: same parity). Its embedding sets both branch slots; each
-        # selects its chunk's bits under its side of the gate, and one neuron each sets the kind's
-        # emit pair for the LM head.
-        gate = layout.pair(pairs[proto.gate])
-        first, after = (REG, proto.gated[0]), (REG, proto.gated[-1] + 1)
-        for slot, (chunk_kind, side) in enumerate(((first, gate[0]), (after, gate[1]))):
+    # A token followed by gated groups is a branch: its embedding sets one slot per candidate chunk
+    # (the first group whose gate is 1, else the first ungated chunk after them); each candidate's
+    # neurons select its chunk's bits and its emit pair under its gate literals, and flip the emit
+    # parity for a register chunk among output or write chunks (those carry the frame's parity).
+    slot = 0
+    for cands in branches:
+        mixed = len({k == REG for (k, _), _ in cands}) > 1
+        for (chunk_kind, conds) in cands:
             br = P("emitbr", slot)[0]
-            chunk = proto.chunks_of(REG)[chunk_kind[1]]
+            slot += 1
+            lits = tuple((layout.pair(pairs[proto.groups[g].gate])[0 if on else 1], 1) for g, on in conds)
+            chunk = proto.chunks_of(chunk_kind[0])[chunk_kind[1]]
             for i, net in enumerate(chunk.bits):
-                net, ev = d_of_q[net], P("ev", i)
+                net, ev = (d_of_q[net] if chunk_kind[0] == REG else net), P("ev", i)
                 if net == CONST1:
-                    select.append(Neuron(((br, 1), (side, 1)), -1, ((ev[0], 1), (ev[1], -1))))
+                    select.append(Neuron(((br, 1),) + lits, -len(lits), ((ev[0], 1), (ev[1], -1))))
                 elif net not in (CONST0, CONSTX):
-                    select.append(Neuron(((br, 1), (side, 1), (layout.pair(pairs[net])[0], 1)), -2,
+                    select.append(Neuron(((br, 1),) + lits + ((layout.pair(pairs[net])[0], 1),), -1 - len(lits),
                                          ((ev[0], 1), (ev[1], -1))))
             e = P("emit", emit_chunks.index(chunk_kind))
-            select.append(Neuron(((br, 1), (side, 1)), -1, ((e[0], 1), (e[1], -1))))
+            select.append(Neuron(((br, 1),) + lits, -len(lits), ((e[0], 1), (e[1], -1))))
+            if mixed and chunk_kind[0] == REG:
+                ep = P("ep")
+                select.append(Neuron(((br, 1),) + lits + ((ep[1], 1),), -1 - len(lits), ((ep[0], 1), (ep[1], -1))))
+                select.append(Neuron(((br, 1),) + lits + ((ep[0], 1),), -1 - len(lits), ((ep[0], -1), (ep[1], 1))))
     neurons[layers - 1] = neurons[layers - 1] + select
     intermediate = max(8, max(len(n) for n in neurons))
     if target is None:
@@ -319,7 +374,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
         raise AssertionError("the memory reads moved between the probe and the final schedule")
 
     heads = _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers)
-    embedding, lm_head = _plan_tokens(proto, names, emit_chunks, write_chunks, layout)
+    embedding, lm_head = _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches)
     inits = {f"reg:{r.name}": r.init for r in netlist.registers}
     memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
     memory = {k: v for k, v in memory.items() if v}
@@ -408,12 +463,26 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     return tuple(heads)
 
 
-def _plan_tokens(proto, names, emit_chunks, write_chunks, layout):
+def _branch_sets(proto) -> list:
+    """The distinct candidate lists of the branch tokens (``protocol.successors`` with more than
+    one entry): after the last input (``first_chunks``), then after each chunk in frame order."""
+    sets = []
+    for cands in [proto.first_chunks()] + [proto.successors(k) for k in proto.generated]:
+        if len(cands) > 1 and tuple(cands) not in sets:
+            sets.append(tuple(cands))
+    return sets
+
+
+def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
     """(embedding, LM head): per token, the pairs its residual vector sets and the channels its
     LM-head row counts (the score of token T is the number of its fields matching EMIT/EP/EV, so the
     right token wins by at least 1)."""
     chunk_bits = proto.chunk_bits
     commit_kind = emit_chunks[-1]
+    slots, first = {}, 0
+    for cands in branches:
+        slots[tuple(cands)] = first
+        first += len(cands)
     embedding, lm_head = [], []
     for tok, f in enumerate(proto.fields(range(proto.vocab_size))):
         bits = {names["tv"][i]: (f.value >> i) & 1 for i in range(chunk_bits)}
@@ -427,13 +496,16 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout):
         if (f.kind, f.chunk) == commit_kind:
             bits[names["commit"][0]] = 1
         bits[names["rp"][proto.read_parity(f)]] = 1
-        nxt = proto.next_field_kind(f)
-        if nxt is not None and proto.gated and nxt[:2] == (REG, proto.gated[0]):
-            bits[names["emitbr"][0]] = bits[names["emitbr"][1]] = 1     # decided by the gate
-            bits[names["ep"][0]] = nxt[2]
+        nxt = proto.next_chunks(f)
+        if nxt is not None and len(nxt) > 1:          # a branch: every candidate's slot, decided by gates
+            first = slots[tuple(((k, j), c) for k, j, _, c in nxt)]
+            for i in range(len(nxt)):
+                bits[names["emitbr"][first + i]] = 1
+            parities = {p for _, _, p, _ in nxt}
+            bits[names["ep"][0]] = nxt[0][2] if len(parities) == 1 else next(p for k, _, p, _ in nxt if k != REG)
         elif nxt is not None:
-            bits[names["emit"][emit_chunks.index(nxt[:2])]] = 1
-            bits[names["ep"][0]] = nxt[2]
+            bits[names["emit"][emit_chunks.index(nxt[0][:2])]] = 1
+            bits[names["ep"][0]] = nxt[0][2]
         embedding.append(bits)
         if f.kind == IN:
             lm_head.append(())            # never generated: scores 0, below any real match

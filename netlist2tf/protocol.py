@@ -15,11 +15,22 @@ A token carries a *field*: (kind, chunk, parity, value) with ``chunk_bits`` bits
   later ports' groups disabled (so it too ends on the commit token); the largest memory's port comes
   last, which makes that just the memory's own group.
 
-A *gated* register group (``from_netlist(gated=...)``) is emitted only in the frames whose gate net
-is 1 (its REG chunks come first among the registers, packed on their own); in the other frames the
-model skips from the token before the group to the first ungated register chunk. The design promises
-that the group's values do not matter in a cycle after a frame that skipped them (e.g. a multiplier's
-operands while it is idle); tests check that promise by simulation (docs/COMPILER.md 2).
+*Gated groups* (``from_netlist(groups=...)``, docs/COMPILER.md 2) are chunks emitted only in the
+frames whose gate net is 1; a group is
+
+* ``out``: output ports (packed on their own chunks after the ungated outputs), gated by a 1-bit
+  output outside every group (this cycle's value): the host promises not to need them otherwise;
+* ``reg``: registers (packed on their own, first among the registers), gated by a 1-bit register's
+  next value: the design promises that their values do not matter in a cycle that starts with that
+  register at 0 (the model then holds stale values for them; ``netlist2tf.formal`` proves it);
+* ``write``: a memory's write port group (its MA and MD chunks), gated by its write enable: a frame
+  that writes nothing emits none of it. Then the ports come before the ungated registers, whose
+  last chunk commits the writes: a skipped group leaves the gathered fields of the last group
+  emitted, already committed, so committing them again rewrites a word with its own value.
+
+The frame is: ungated OUT chunks, OUT groups, REG groups, then the ungated REG chunks and the write
+ports (the ports first when any is gated). The model emits, after a token, the first following
+chunk whose group's gate is 1 (or that is ungated); the frame's last chunk is never gated.
 
 Parity (docs/COMPILER.md 2): frame k reads register row ``k % 2`` and writes row ``(k + 1) % 2``.
 IN and OUT tokens of frame k carry ``k % 2``, REG tokens of frame k carry ``(k + 1) % 2`` (the row they
@@ -27,6 +38,7 @@ write); the prompt's initial REG tokens carry 0. Token id layout: for each kind 
 each chunk, for each parity, the 2**chunk_bits values: ``id = base(kind, chunk, parity) + value``.
 """
 
+import dataclasses
 import json
 from dataclasses import dataclass
 
@@ -34,7 +46,7 @@ from .errors import Netlist2TFError
 from .ir import CONST0, CONST1, CONSTX, Netlist
 
 IN, OUT, REG, MA, MD = "in", "out", "reg", "ma", "md"
-PROTOCOL_FORMAT = 2              # trace_protocol.json: bumped when its meaning changes
+PROTOCOL_FORMAT = 3              # trace_protocol.json: bumped when its meaning changes
 KINDS = (IN, OUT, REG, MA, MD)
 
 
@@ -71,6 +83,31 @@ class WritePort:
 
 
 @dataclass(frozen=True, slots=True)
+class Group:
+    """Chunks emitted only in frames whose ``gate`` net is 1 (module docstring): ``kind`` is "out",
+    "reg" or "write"; ``name`` the gate's signal (out/reg) or the memory (write); ``members`` the
+    output ports, register state names ("reg:NAME") or the memory; ``chunks`` (kind, index) in
+    frame order."""
+    kind: str
+    name: str
+    gate: int
+    members: tuple[str, ...]
+    chunks: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSpec:
+    """A gated group as ``from_netlist`` takes it: ``kind`` "out" (``members``: output port names,
+    ``gate``: the net of a 1-bit output outside every group), "reg" (``members``: register output
+    nets, ``gate``: a 1-bit register's next value) or "write" (``members``: (memory name,), ``gate``:
+    its write enable net); ``name`` labels it."""
+    kind: str
+    name: str
+    gate: int
+    members: tuple
+
+
+@dataclass(frozen=True, slots=True)
 class TraceProtocol:
     chunk_bits: int
     inputs: tuple[Chunk, ...]
@@ -78,12 +115,11 @@ class TraceProtocol:
     registers: tuple[Chunk, ...]
     input_ports: tuple[tuple[str, int], ...]     # (name, width) in chunk order
     output_ports: tuple[tuple[str, tuple[int, ...]], ...]   # (name, its nets; constants 0/1/2)
-    register_names: tuple[tuple[str, int], ...]  # (state name "reg:NAME", width)
+    register_names: tuple[tuple[str, int], ...]  # (state name "reg:NAME", width), in chunk order
     mem_addr: tuple[Chunk, ...] = ()             # the MA chunks of every write port, port after port
     mem_data: tuple[Chunk, ...] = ()             # the MD chunks, likewise
     ports: tuple["WritePort", ...] = ()          # which MA/MD chunks belong to which memory
-    gated: tuple[int, ...] = ()                  # REG chunks emitted only when the gate net is 1
-    gate: int | None = None                      # that net (a register's next value, typically)
+    groups: tuple[Group, ...] = ()               # gated groups, in frame order
 
     @property
     def memories(self) -> tuple[str, ...]:
@@ -91,33 +127,74 @@ class TraceProtocol:
 
     @staticmethod
     def from_netlist(netlist: Netlist, clock_nets=frozenset(), chunk_bits: int = 8,
-                     gated: tuple | None = None) -> "TraceProtocol":
-        """``gated``: None, or (gate net, register output nets of the gated group)."""
+                     groups=()) -> "TraceProtocol":
+        """``groups``: ``GroupSpec``s (resolved by ``netlist2tf.plan.resolve_groups``)."""
         def chunks(kind, items, first=0):
             flat = [(n, f"{name}[{i}]" if len(sig) > 1 else name) for name, sig in items
                     for i, n in enumerate(sig)]
             return tuple(Chunk(kind, first + j, tuple(n for n, _ in flat[s:s + chunk_bits]),
                                tuple(nm for _, nm in flat[s:s + chunk_bits]))
                          for j, s in enumerate(range(0, len(flat), chunk_bits)))
+        groups = tuple(groups or ())
         ins = [(p.name, p.bits) for p in netlist.inputs if not set(p.bits) & set(clock_nets)]
         # Output chunks carry each distinct non-constant output net once (outputs often share nets,
-        # and constant bits need no token); the host rebuilds every port from them.
+        # and constant bits need no token); the host rebuilds every port from them. The nets of the
+        # outputs outside every group come first, then each output group's own.
+        out_groups = [g for g in groups if g.kind == "out"]
+        port_names = {p.name for p in netlist.outputs}
+        grouped_out = {}
+        for g in out_groups:
+            for name in g.members:
+                if name not in port_names:
+                    raise Netlist2TFError(f"gated group {g.name}: {name!r} is not an output of {netlist.top}")
+                if name in grouped_out:
+                    raise Netlist2TFError(f"output {name} is in two gated groups ({grouped_out[name]}, {g.name})")
+                grouped_out[name] = g.name
         seen = {}
         for p in netlist.outputs:
-            for n in p.bits:
-                if n not in (CONST0, CONST1, CONSTX) and n not in seen:
-                    seen[n] = str(netlist.nets[n])
-        outs = [(name, (n,)) for n, name in seen.items()]
+            if p.name not in grouped_out:
+                for n in p.bits:
+                    if n not in (CONST0, CONST1, CONSTX) and n not in seen:
+                        seen[n] = str(netlist.nets[n])
+        out_chunks = chunks(OUT, [(name, (n,)) for n, name in seen.items()])
+        group_chunks = {}
+        for g in out_groups:
+            own = {}
+            for p in netlist.outputs:
+                if p.name in g.members:
+                    for n in p.bits:
+                        if n not in (CONST0, CONST1, CONSTX) and n not in seen and n not in own:
+                            own[n] = str(netlist.nets[n])
+            if g.gate not in seen:
+                raise Netlist2TFError(f"gated group {g.name}: the gate must be a 1-bit output outside every group")
+            if not own:
+                raise Netlist2TFError(f"gated group {g.name}: its outputs have no bits of their own to skip")
+            seen.update(own)
+            made = chunks(OUT, [(name, (n,)) for n, name in own.items()], len(out_chunks))
+            group_chunks[g.name] = tuple((OUT, c.index) for c in made)
+            out_chunks += made
+        # Registers: each register group packed on its own (group order), then the others.
         regs = [(f"reg:{r.name}", r.q) for r in netlist.registers]
-        gate, group = (None, set()) if gated is None else (gated[0], set(gated[1]))
-        in_group = [r for r in regs if set(r[1]) <= group] if gated is not None else []
-        if gated is not None:
-            if not in_group or {n for _, q in in_group for n in q} != group:
-                raise Netlist2TFError("a gated group must be whole registers (their output nets)")
-            if len(in_group) == len(regs):
-                raise Netlist2TFError("a gated group needs at least one register outside it")
-            regs = in_group + [r for r in regs if not set(r[1]) <= group]
-        if not regs and not outs:
+        reg_groups = [g for g in groups if g.kind == "reg"]
+        reg_chunks, ordered, taken = (), [], set()
+        for g in reg_groups:
+            members = set(g.members)
+            mine = [r for r in regs if set(r[1]) <= members]
+            if not mine or {n for _, q in mine for n in q} != members:
+                raise Netlist2TFError(f"gated group {g.name}: a gated group must be whole registers (their output nets)")
+            if taken & members:
+                raise Netlist2TFError(f"gated group {g.name}: a register is in two gated groups")
+            taken |= members
+            made = chunks(REG, mine, len(reg_chunks))
+            group_chunks[g.name] = tuple((REG, c.index) for c in made)
+            reg_chunks += made
+            ordered += mine
+        rest = [r for r in regs if not set(r[1]) & taken]
+        if reg_groups and not rest:
+            raise Netlist2TFError("a gated group needs at least one register outside it")
+        reg_chunks += chunks(REG, rest, len(reg_chunks))
+        ordered += rest
+        if not regs and not seen:
             raise Netlist2TFError(f"{netlist.top} has no registers and no non-constant outputs: the "
                                   f"model would have nothing to generate")
         ma, md, ports = [], [], []
@@ -142,38 +219,106 @@ class TraceProtocol:
                                    len(wp.addr), len(wp.data)))
             ma += a
             md += d
-        reg_chunks = chunks(REG, in_group)
-        reg_chunks += chunks(REG, regs[len(in_group):], len(reg_chunks))
-        return TraceProtocol(chunk_bits, chunks(IN, ins), chunks(OUT, outs), reg_chunks,
-                             tuple((n, len(s)) for n, s in ins),
-                             tuple((p.name, p.bits) for p in netlist.outputs),
-                             tuple((n, len(s)) for n, s in regs), tuple(ma), tuple(md), tuple(ports),
-                             tuple(range(len(chunks(REG, in_group)))) if gated is not None else (), gate)
+        for g in groups:
+            if g.kind == "write":
+                port = next((p for p in ports if p.memory == g.members[0]), None)
+                if port is None:
+                    raise Netlist2TFError(f"gated writes: {g.members[0]!r} is not a written memory of {netlist.top}")
+                if not rest:
+                    raise Netlist2TFError("gated writes need a register outside every gated group: its last "
+                                          "chunk ends the frame and commits the writes")
+                group_chunks[g.name] = tuple((MA, j) for j in port.ma) + tuple((MD, j) for j in port.md)
+            elif g.kind not in ("out", "reg"):
+                raise ValueError(g.kind)
+        made = tuple(Group(g.kind, g.name, g.gate, tuple(g.members) if g.kind != "reg" else
+                           tuple(name for name, q in ordered if set(q) <= set(g.members)), group_chunks[g.name])
+                     for g in groups)
+        proto = TraceProtocol(chunk_bits, chunks(IN, ins), out_chunks, reg_chunks,
+                              tuple((n, len(s)) for n, s in ins),
+                              tuple((p.name, p.bits) for p in netlist.outputs),
+                              tuple((n, len(s)) for n, s in ordered), tuple(ma), tuple(md), tuple(ports), ())
+        order = {k: i for i, k in enumerate(proto._order(made))}
+        made = tuple(sorted(made, key=lambda g: order[g.chunks[0]]))
+        proto = dataclasses.replace(proto, groups=made)
+        if proto.group_of(proto.generated[-1]) is not None:
+            raise Netlist2TFError("the frame's last chunk is in a gated group; it must always be emitted")
+        return proto
 
     # -- token ids -----------------------------------------------------------------------------
     def chunks_of(self, kind: str) -> tuple[Chunk, ...]:
         return {IN: self.inputs, OUT: self.outputs, REG: self.registers, MA: self.mem_addr,
                 MD: self.mem_data}[kind]
 
-    def frame_kinds(self, gate: bool = True) -> list[tuple[str, int]]:
-        """(kind, chunk) of a frame's generated tokens when the gate is ``gate``."""
-        skip = set() if gate else {(REG, j) for j in self.gated}
-        return [k for k in self.generated if k not in skip]
+    def _order(self, groups) -> list[tuple[str, int]]:
+        """The frame's generated chunks, in order, for these groups."""
+        gated = {k for g in groups for k in g.chunks}
+        out = [(OUT, c.index) for c in self.outputs]
+        regs = [(REG, c.index) for c in self.registers]
+        reg_grouped = [k for k in regs if k in gated]
+        reg_rest = [k for k in regs if k not in gated]
+        writes = []
+        for p in self.ports:
+            writes += [(MA, j) for j in p.ma] + [(MD, j) for j in p.md]
+        if any(g.kind == "write" for g in groups):
+            return out + reg_grouped + writes + reg_rest
+        return out + reg_grouped + reg_rest + writes
 
     @property
     def generated(self) -> list[tuple[str, int]]:
-        """(kind, chunk) of the generated tokens of a frame, in order (gated chunks included)."""
-        out = [(k, c.index) for k in (OUT, REG) for c in self.chunks_of(k)]
-        for p in self.ports:
-            out += [(MA, j) for j in p.ma] + [(MD, j) for j in p.md]
-        return out
+        """(kind, chunk) of the generated tokens of a frame, in order (every group's chunks included)."""
+        return self._order(self.groups)
 
-    def port(self, memory: str) -> "WritePort":
-        for p in self.ports:
-            if p.memory == memory:
-                return p
-        raise Netlist2TFError(f"memory {memory!r} has no write port in this protocol "
-                              f"(ports: {', '.join(self.memories) or 'none'})")
+    def group_of(self, kind_chunk) -> int | None:
+        """Index in ``groups`` of the group holding chunk ``(kind, index)``; None if ungated."""
+        for i, g in enumerate(self.groups):
+            if tuple(kind_chunk) in g.chunks:
+                return i
+        return None
+
+    def frame_kinds(self, gates=True) -> list[tuple[str, int]]:
+        """(kind, chunk) of a frame's generated tokens: ``gates`` one bool per group (or one bool for
+        all of them)."""
+        gates = self._gates(gates)
+        skip = {k for g, on in zip(self.groups, gates) if not on for k in g.chunks}
+        return [k for k in self.generated if k not in skip]
+
+    def _gates(self, gates) -> tuple[bool, ...]:
+        if isinstance(gates, bool) or gates is None:
+            return (gates is not False,) * len(self.groups)
+        gates = tuple(bool(g) for g in gates)
+        if len(gates) != len(self.groups):
+            raise ValueError(f"{len(gates)} gate values for {len(self.groups)} groups")
+        return gates
+
+    def successors(self, kind_chunk) -> list[tuple[tuple[str, int], tuple[tuple[int, bool], ...]]]:
+        """What may follow chunk ``(kind, index)`` within its frame: [(chunk, conditions)], each
+        condition (group index, gate value); the first group chunks whose gates say so, then the
+        first ungated chunk (with every group before it off). [] after the frame's last chunk."""
+        gen = self.generated
+        i = gen.index(tuple(kind_chunk))
+        mine = self.group_of(gen[i])
+        if mine is not None and gen[i] != self.groups[mine].chunks[-1]:
+            return [(gen[i + 1], ())]                 # inside a group: its next chunk
+        out, off = [], []
+        j = i + 1
+        while j < len(gen):
+            g = self.group_of(gen[j])
+            if g is None:
+                out.append((gen[j], tuple(off)))
+                return out
+            out.append((gen[j], tuple(off) + ((g, True),)))
+            off.append((g, False))
+            j += len(self.groups[g].chunks)
+        return []
+
+    def first_chunks(self) -> list[tuple[tuple[str, int], tuple[tuple[int, bool], ...]]]:
+        """What may begin a frame (as ``successors``)."""
+        gen = self.generated
+        g = self.group_of(gen[0])
+        if g is None:
+            return [(gen[0], ())]
+        rest = [(k, ((g, False),) + c) for k, c in self.successors(self.groups[g].chunks[-1])]
+        return [(gen[0], ((g, True),))] + rest
 
     def _base(self, kind: str, chunk: int, parity: int) -> int:
         per = 1 << self.chunk_bits
@@ -229,21 +374,31 @@ class TraceProtocol:
     def _is_frame_end(self, f: Field) -> bool:
         return f.kind != IN and (f.kind, f.chunk) == self.generated[-1]
 
-    def next_field_kind(self, f: Field) -> tuple[str, int, int] | None:
-        """(kind, chunk, parity) the model must emit after reading token field ``f``; None where the
-        host inserts the next token (inside the inputs, and at a frame end when there are inputs)."""
+    def next_chunks(self, f: Field) -> list[tuple[str, int, int, tuple]] | None:
+        """What the model must emit after reading token field ``f``: [(kind, chunk, parity,
+        conditions)] (one entry, or several decided by gates: ``successors``); None where the host
+        inserts the next token (inside the inputs, and at a frame end when there are inputs)."""
         p = self._frame_parity(f)
-        gen = self.generated
         if f.kind == IN:
             if f.chunk < len(self.inputs) - 1:
                 return None
-            return (*gen[0], self.parity_of(gen[0][0], p))
-        i = gen.index((f.kind, f.chunk))
-        if i < len(gen) - 1:
-            return (*gen[i + 1], self.parity_of(gen[i + 1][0], p))
+            return [(k, j, self.parity_of(k, p), c) for (k, j), c in self.first_chunks()]
+        nxt = self.successors((f.kind, f.chunk))
+        if nxt:
+            return [(k, j, self.parity_of(k, p), c) for (k, j), c in nxt]
         if self.inputs:
             return None
-        return (*gen[0], self.parity_of(gen[0][0], 1 - p))
+        return [(k, j, self.parity_of(k, 1 - p), c) for (k, j), c in self.first_chunks()]
+
+    def next_field_kind(self, f: Field) -> tuple[str, int, int] | None:
+        """(kind, chunk, parity) the model must emit after ``f`` where no gate decides it (None where
+        the host inserts the next token); raises ValueError at a token followed by a gated group."""
+        nxt = self.next_chunks(f)
+        if nxt is None:
+            return None
+        if len(nxt) != 1:
+            raise ValueError(f"{f.kind} chunk {f.chunk} is followed by a gated group: see next_chunks")
+        return nxt[0][:3]
 
     def read_parity(self, f: Field) -> int:
         """Which register row the position of an input token ``f`` reads: its frame's parity, or the
@@ -260,11 +415,20 @@ class TraceProtocol:
         return [sum(b << i for i, b in enumerate(flat[s:s + self.chunk_bits]))
                 for s in range(0, len(flat), self.chunk_bits)]
 
+    def _commit_tail(self, frame_parity: int, registers: dict) -> list[int]:
+        """After a prompt write group when the ports come before the registers: the frame's last
+        chunk (an ungated register's), which commits the write (its value rewritten unchanged)."""
+        if not any(g.kind == "write" for g in self.groups):
+            return []
+        kind, j = self.generated[-1]
+        return [self.token(Field(kind, j, self.parity_of(kind, frame_parity), self._pack_registers(registers)[j]))]
+
     def initial_tokens(self, registers: dict, memory: dict | None = None) -> list[int]:
         """The prompt (a frame of parity 1 that ends with every write committed): REG tokens of
         parity 0 with ``registers`` (state name -> value), then per non-zero word of each memory in
         ``memory`` ({memory name: {address: word}}) its port group and the later ports' groups
-        disabled; with no initial words, the last port's group disabled."""
+        disabled (and the commit chunk when the ports are gated); with no initial words, the last
+        port's group disabled."""
         toks = [self.token(Field(REG, j, 0, v))
                 for j, v in enumerate(self._pack_registers(registers))]
         memory = memory or {}
@@ -272,6 +436,7 @@ class TraceProtocol:
         if unknown:
             raise Netlist2TFError(f"initial contents for {', '.join(unknown)}, which the design does "
                                   f"not write (written memories: {', '.join(self.memories) or 'none'})")
+        tail = self._commit_tail(1, registers)
         groups = 0
         for i, p in enumerate(self.ports):
             for addr, word in sorted(memory.get(p.memory, {}).items()):
@@ -279,9 +444,10 @@ class TraceProtocol:
                     toks += self.write_tokens(p.memory, addr, word, frame_parity=1)
                     for later in self.ports[i + 1:]:
                         toks += self.write_tokens(later.memory, None, 0, frame_parity=1)
+                    toks += tail
                     groups += 1
         if self.ports and not groups:      # end on the commit token: the last port's group, disabled
-            toks += self.write_tokens(self.ports[-1].memory, None, 0, frame_parity=1)
+            toks += self.write_tokens(self.ports[-1].memory, None, 0, frame_parity=1) + tail
         return toks
 
     def initial_prompts(self, registers: dict, memories: list) -> list[list[int]]:
@@ -291,7 +457,8 @@ class TraceProtocol:
         prompts = [self.initial_tokens(registers, m) for m in memories]
         longest = max(len(p) for p in prompts)
         if self.ports:
-            pad = self.write_tokens(self.ports[-1].memory, None, 0, frame_parity=1)
+            pad = self.write_tokens(self.ports[-1].memory, None, 0, frame_parity=1) + \
+                self._commit_tail(1, registers)
             for p in prompts:
                 if (longest - len(p)) % len(pad):
                     raise Netlist2TFError(
@@ -315,69 +482,107 @@ class TraceProtocol:
         return [self.token(Field(MA, j, frame_parity, v)) for j, v in zip(p.ma, ma)] + \
             [self.token(Field(MD, j, frame_parity, v)) for j, v in zip(p.md, md)]
 
+    def port(self, memory: str) -> "WritePort":
+        for p in self.ports:
+            if p.memory == memory:
+                return p
+        raise Netlist2TFError(f"memory {memory!r} has no write port in this protocol "
+                              f"(ports: {', '.join(self.memories) or 'none'})")
+
     def input_tokens(self, cycle: int, inputs: dict) -> list[int]:
         return [self.token(Field(IN, j, cycle % 2, v))
                 for j, v in enumerate(self._pack(self.inputs, inputs, self.input_ports))]
 
-    def generated_tokens(self, cycle: int, chunk_values: dict, registers: dict, gate: bool = True) -> list[int]:
+    def generated_tokens(self, cycle: int, chunk_values: dict, registers: dict, gates=True) -> list[int]:
         """The generated tokens of frame ``cycle`` (the inverse of ``decode_frame``): OUT, MA and MD
         chunk values from ``chunk_values`` ({(kind, chunk index): value}), REG chunks packed from
-        ``registers`` (state name -> next value); the gated group only if ``gate``."""
+        ``registers`` (state name -> next value); a group only if its entry of ``gates`` is true."""
         regs = self._pack_registers(registers)
         return [self.token(Field(kind, j, self.parity_of(kind, cycle % 2),
                                  regs[j] if kind == REG else chunk_values[(kind, j)]))
-                for kind, j in self.frame_kinds(gate)]
+                for kind, j in self.frame_kinds(gates)]
+
+    def present_groups(self, tokens: list[int]) -> tuple[bool, ...]:
+        """Which groups a frame's generated tokens hold (by the chunks they name)."""
+        have = {(f.kind, f.chunk) for f in self.fields(tokens)}
+        return tuple(g.chunks[0] in have for g in self.groups)
 
     def decode_frame(self, cycle: int, tokens: list[int]) -> tuple[dict, dict]:
-        """The generated tokens of frame ``cycle`` -> ({output: value}, {register: next value});
-        the memory write tokens are checked for their place in the frame, not decoded (see
-        ``decode_writes``). A frame without the gated group has no values for its registers.
+        """The generated tokens of frame ``cycle`` -> ({output: value}, {register: next value}): the
+        outputs and registers whose chunks the frame holds (a skipped group's are absent); the
+        memory write tokens are checked for their place in the frame, not decoded (see
+        ``decode_writes``).
 
         Raises TraceError naming the first token that breaks the protocol."""
-        full, short = len(self.generated), len(self.generated) - len(self.gated)
-        if len(tokens) not in (full, short):
+        full, short = len(self.generated), len(self.frame_kinds(False))
+        if not short <= len(tokens) <= full:
             raise TraceError(f"cycle {cycle}: {len(tokens)} generated tokens, the protocol has {full}"
-                             + (f" (or {short} without the gated registers)" if self.gated else ""))
-        gate = len(tokens) == full
-        expect = [(k, j, self.parity_of(k, cycle % 2)) for k, j in self.frame_kinds(gate)]
-        values = []
-        for pos, (f, want) in enumerate(zip(self.fields(tokens), expect)):
-            if (f.kind, f.chunk, f.parity) != want:
-                raise TraceError(f"cycle {cycle}, token {pos}: got {f.kind} chunk {f.chunk} parity "
-                                 f"{f.parity}, expected {want[0]} chunk {want[1]} parity {want[2]}")
-            values.append(f.value)
-        n_out, n_reg = len(self.outputs), len(self.registers) - (0 if gate else len(self.gated))
-        bits = [(v >> i) & 1 for v in values[:n_out] for i in range(self.chunk_bits)]
-        net_value = {n: b for n, b in zip((n for c in self.outputs for n in c.bits), bits)}
-        net_value.update({CONST0: 0, CONST1: 1, CONSTX: 0})
-        outputs = {name: sum(net_value[n] << i for i, n in enumerate(nets)) for name, nets in self.output_ports}
-        k, g = self._gated_registers(), len(self.gated)
-        regs = values[n_out:n_out + n_reg]
-        registers = self._unpack(regs[g:] if gate else regs, self.register_names[k:])
-        if gate:
-            registers.update(self._unpack(regs[:g], self.register_names[:k]))
+                             + (f" ({short} without its gated groups)" if self.groups else ""))
+        fields = self.fields(tokens)
+        pos, values, gen = 0, {}, self.generated
+        i = 0
+        while i < len(gen):
+            g = self.group_of(gen[i])
+            span = self.groups[g].chunks if g is not None else (gen[i],)
+            here = fields[pos] if pos < len(fields) else None
+            if g is not None and (here is None or (here.kind, here.chunk) != span[0]):
+                i += len(span)                     # the group is skipped in this frame
+                continue
+            for kind, j in span:
+                want = (kind, j, self.parity_of(kind, cycle % 2))
+                if pos >= len(fields):
+                    raise TraceError(f"cycle {cycle}: the frame ends after {len(fields)} generated tokens; "
+                                     f"expected {kind} chunk {j} next")
+                f = fields[pos]
+                if (f.kind, f.chunk, f.parity) != want:
+                    raise TraceError(f"cycle {cycle}, token {pos}: got {f.kind} chunk {f.chunk} parity "
+                                     f"{f.parity}, expected {want[0]} chunk {want[1]} parity {want[2]}")
+                values[(kind, j)] = f.value
+                pos += 1
+            i += len(span)
+        if pos != len(fields):
+            raise TraceError(f"cycle {cycle}: {len(fields)} generated tokens, the frame ended after {pos}")
+        net_value = {CONST0: 0, CONST1: 1, CONSTX: 0}
+        for c in self.outputs:
+            if (OUT, c.index) in values:
+                net_value.update({n: (values[(OUT, c.index)] >> i) & 1 for i, n in enumerate(c.bits)})
+        outputs = {name: sum(net_value[n] << i for i, n in enumerate(nets)) for name, nets in self.output_ports
+                   if all(n in net_value for n in nets)}
+        registers = {}
+        for names, idxs in self._register_segments():
+            if all((REG, j) in values for j in idxs):
+                registers.update(self._unpack([values[(REG, j)] for j in idxs], names))
         return outputs, registers
 
-    def _pack_registers(self, registers: dict) -> list[int]:
-        """REG chunk values of ``registers``: the gated group packed on its own, then the rest."""
-        k = self._gated_registers()
-        return self._pack(None, registers, self.register_names[:k]) + \
-            self._pack(None, registers, self.register_names[k:])
+    def _register_segments(self) -> list[tuple[list, list]]:
+        """[(register names, their REG chunk indices)]: each register group, then the others."""
+        names = list(self.register_names)
+        segs, k = [], 0
+        for g in self.groups:
+            if g.kind == "reg":
+                mine = names[k:k + len(g.members)]
+                segs.append((mine, [j for _, j in g.chunks]))
+                k += len(g.members)
+        first = sum(len(idx) for _, idx in segs)
+        segs.append((names[k:], list(range(first, len(self.registers)))))
+        return segs
 
-    def _gated_registers(self) -> int:
-        """How many of ``register_names`` (the first ones) make up the gated group."""
-        bits, k = sum(len(self.registers[j].bits) for j in self.gated), 0
-        while bits > 0:
-            bits -= self.register_names[k][1]
-            k += 1
-        return k
+    def _pack_registers(self, registers: dict) -> list[int]:
+        """REG chunk values of ``registers``: each register group packed on its own, then the rest."""
+        out = []
+        for names, _ in self._register_segments():
+            out += self._pack(None, registers, names)
+        return out
 
     def decode_writes(self, tokens: list[int]) -> dict:
         """The memory writes of a frame's generated tokens (already checked by ``decode_frame``):
-        {memory: (address, word)}, address None where the port's group is disabled."""
+        {memory: (address, word)}, address None where the port's group is disabled or skipped."""
         values = {(f.kind, f.chunk): f.value for f in self.fields(tokens)}
         writes = {}
         for p in self.ports:
+            if (MA, p.ma[0]) not in values:
+                writes[p.memory] = (None, 0)
+                continue
             ma = self._unpack([values[(MA, j)] for j in p.ma], [("en", 1), ("addr", p.addr_width)])
             md = self._unpack([values[(MD, j)] for j in p.md], [("data", p.data_width)])
             writes[p.memory] = (ma["addr"] if ma["en"] else None, md["data"])
@@ -409,10 +614,12 @@ class TraceProtocol:
                              for n, w in self.register_names],
                "write_ports": [{"memory": p.memory, "ma": list(p.ma), "md": list(p.md),
                                 "addr_width": p.addr_width, "data_width": p.data_width} for p in self.ports],
-               "gated_reg_chunks": list(self.gated), "gate_net": self.gate,
-               "frame": "IN chunks (host), OUT chunks, REG chunks, then per write port MA and MD "
-                        "chunks (generated); token id = first_token[parity] + value; parity per "
-                        "docs/COMPILER.md 2"}
+               "groups": [{"kind": g.kind, "name": g.name, "gate_net": g.gate, "members": list(g.members),
+                           "chunks": [list(k) for k in g.chunks]} for g in self.groups],
+               "frame_order": [list(k) for k in self.generated],
+               "frame": "IN chunks (host), then the generated chunks of frame_order; a group's chunks "
+                        "only when its gate net is 1; token id = first_token[parity] + value; parity "
+                        "per docs/COMPILER.md 2"}
         return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
     @staticmethod
@@ -441,9 +648,11 @@ class TraceProtocol:
                 chunks(MA), chunks(MD),
                 tuple(WritePort(str(p["memory"]), tuple(p["ma"]), tuple(p["md"]), int(p["addr_width"]),
                                 int(p["data_width"])) for p in doc["write_ports"]),
-                tuple(int(j) for j in doc["gated_reg_chunks"]),
-                None if doc["gate_net"] is None else int(doc["gate_net"]))
+                tuple(Group(str(g["kind"]), str(g["name"]), int(g["gate_net"]),
+                            tuple(str(m) for m in g["members"]),
+                            tuple((str(k), int(j)) for k, j in g["chunks"])) for g in doc["groups"]))
             consistent = (proto.vocab_size == doc["vocab_size"] and proto.tokens_per_cycle == doc["tokens_per_cycle"]
+                          and [list(k) for k in proto.generated] == doc["frame_order"]
                           and all(c["first_token"] == [proto._base(k, c["chunk"], 0), proto._base(k, c["chunk"], 1)]
                                   for k in KINDS for c in doc["kinds"][k]))
         except Netlist2TFError:

@@ -41,7 +41,7 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
                  seed: int = 0, prefill: bool = True, initial_memory: dict | None = None):
     """Run both; return (the first Divergence or None, the ModelRun)."""
     # The simulator's run, recorded per row: the inputs it got, its outputs, its state after each edge.
-    probe = () if protocol.gate is None else (Port("__gate", "output", (protocol.gate,), False),)
+    probe = tuple(Port(f"__gate_{i}", "output", (g.gate,), False) for i, g in enumerate(protocol.groups))
     sim = Simulator(dataclasses.replace(netlist, ports=netlist.ports + probe), batch=batch)
     stim = RandomStimulus(seed)
     inputs = [[{} for _ in range(cycles)] for _ in range(batch)]
@@ -59,13 +59,14 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
                     initial_memory=initial_memory)
     for k in range(cycles):
         for row in range(batch):
-            gate = outputs[row][k].pop("__gate", 1)
+            gates = [outputs[row][k].pop(f"__gate_{i}") for i in range(len(protocol.groups))]
+            present = run.groups[row][k] if run.groups else ()
+            for g, gate, emitted in zip(protocol.groups, gates, present):
+                if emitted != bool(gate):
+                    return Divergence(k, row, f"gated group {g.name} emitted", int(emitted), gate), run
             for n, v in outputs[row][k].items():
-                if run.outputs[row][k][n] != v:
+                if n in run.outputs[row][k] and run.outputs[row][k][n] != v:
                     return Divergence(k, row, f"output {n}", run.outputs[row][k][n], v), run
-            emitted = len(run.registers[row][k]) == len(regs[row][k])
-            if emitted != bool(gate):
-                return Divergence(k, row, "gated registers emitted", int(emitted), gate), run
             for n, v in regs[row][k].items():
                 if n in run.registers[row][k] and run.registers[row][k][n] != v:
                     return Divergence(k, row, f"register {n[4:]}", run.registers[row][k][n], v), run
@@ -93,8 +94,7 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
     probes = [(kind, c.index) for kind in (OUT, MA, MD) for c in protocol.chunks_of(kind)]
     extra = tuple(Port(f"__chunk_{kind}_{j}", "output", protocol.chunks_of(kind)[j].bits, False)
                   for kind, j in probes)
-    if protocol.gate is not None:
-        extra += (Port("__gate", "output", (protocol.gate,), False),)
+    extra += tuple(Port(f"__gate_{i}", "output", (g.gate,), False) for i, g in enumerate(protocol.groups))
     sim = Simulator(dataclasses.replace(netlist, ports=netlist.ports + extra), batch=batch)
     mems = initial_memory if isinstance(initial_memory, list) else [initial_memory] * batch
     for row, mem in enumerate(mems):
@@ -115,7 +115,7 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
             toks += protocol.generated_tokens(
                 k, {(kind, j): _lane(out[f"__chunk_{kind}_{j}"], row) for kind, j in probes},
                 {n: _lane(v, row) for n, v in state.items() if n.startswith("reg:")},
-                gate=protocol.gate is None or bool(_lane(out["__gate"], row)))
+                gates=[bool(_lane(out[f"__gate_{i}"], row)) for i in range(len(protocol.groups))])
             frames[row].append((k, len(rows[row]) + n_in))
             generated[row] += [False] * n_in + [True] * (len(toks) - n_in)
             rows[row] += toks

@@ -72,3 +72,41 @@ def test_check_fit_equals_the_written_model(build_dir):
     assert fit["deltanet_heads_per_layer"] == compiled.stats["deltanet_heads"]
     assert fit["hidden_channels"] <= compiled.model.config.hidden_size
     assert fit["vocab_size"] == compiled.model.config.vocab_size
+
+
+def test_gated_frames_round_trip_and_bad_frames_are_named(build_dir):
+    """A protocol with every kind of gated group: each combination of gates gives a frame that
+    decodes back to what was packed (the skipped groups' outputs and registers absent, a skipped
+    write group no write); a frame missing part of a group, or with a group out of place, is one
+    TraceError naming the token."""
+    import itertools
+
+    from netlist2tf.protocol import MA, MD, OUT, REG, TraceError
+
+    nl = parse_netlist(synthesize("tests/designs/unusual.py:GatedMachine", "macro", build_dir).json_text)
+    settings = CompileSettings(layers=8, gated=(("busy", ("acc", "mcand", "mult", "count")), ("err", ("code",)),
+                                                ("done", ("p",))), gated_writes=("mem",))
+    proto = plan_model(nl, settings).protocol
+    chunk_values = {(k, c.index): (7 * c.index + 3) % 256 for k in (OUT, MA, MD) for c in proto.chunks_of(k)}
+    chunk_values[(MA, 0)] |= 1                                      # the write is enabled
+    registers = {name: (5 * i + 1) % (1 << w) for i, (name, w) in enumerate(proto.register_names)}
+    lengths = set()
+    for gates in itertools.product((False, True), repeat=len(proto.groups)):
+        toks = proto.generated_tokens(3, chunk_values, registers, gates)
+        lengths.add(len(toks))
+        assert proto.present_groups(toks) == gates
+        outs, regs = proto.decode_frame(3, toks)
+        assert ("p" in outs) == gates[0] and "busy" in outs and "rd" in outs
+        for names, idx in proto._register_segments():
+            assert all(n in regs for n, _ in names) == all((REG, j) in proto.frame_kinds(gates) for j in idx)
+        assert all(regs[n] == v for n, v in registers.items() if n in regs)
+        write = proto.decode_writes(toks)["mem"]
+        assert (write[0] is not None) == gates[3]
+    assert min(lengths) == len(proto.frame_kinds(False)) and max(lengths) == len(proto.generated)
+    full = proto.generated_tokens(3, chunk_values, registers, True)
+    group = proto.groups[1].chunks                                 # the multiplier's registers
+    start = proto.generated.index(group[0])
+    with pytest.raises(TraceError, match=f"cycle 3, token {start + 1}: got reg chunk {group[2][1]}"):
+        proto.decode_frame(3, full[:start + 1] + full[start + 2:])       # one of its chunks missing
+    with pytest.raises(TraceError, match="cycle 3: 4 generated tokens, the protocol has"):
+        proto.decode_frame(3, full[:4])

@@ -27,7 +27,8 @@ in ``cpu/machine.py``; this core implements it:
 * ``mem_word``/``mem_lane``: the RAM word (address bits 2 and up, as wide as the RAM needs) and the
   byte lane (bits 0-1) of this cycle's load/store address: with the opcode they give the memory
   fields of the record (the compiled model emits these instead of the 70 bits of ``rvfi_mem_addr``
-  and the masks; cpu/model_engine.py).
+  and the masks; cpu/model_engine.py); ``mem_read`` is 1 when the instruction is a load (the model
+  emits ``mem_word`` only then: a store's word is in its write tokens).
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -77,7 +78,7 @@ class Core(wiring.Component):
             "console_valid": Out(1), "console_data": Out(8),
             "halt": Out(1), "halt_kind": Out(2), "halt_cause": Out(4), "halt_code": Out(32),
             "halted": Out(1),
-            "mem_word": Out(((ram_size // 4) - 1).bit_length()), "mem_lane": Out(2),
+            "mem_word": Out(((ram_size // 4) - 1).bit_length()), "mem_lane": Out(2), "mem_read": Out(1),
         })
 
     def elaborate(self, platform):
@@ -349,7 +350,7 @@ class Core(wiring.Component):
             write.en.eq((go & is_store & in_ram) | rd_written),
             self.console_valid.eq(go & is_store & is_console),
             self.console_data.eq(b[0:8]),
-            self.mem_word.eq(mem_addr[2:2 + abits]), self.mem_lane.eq(lane),
+            self.mem_word.eq(mem_addr[2:2 + abits]), self.mem_lane.eq(lane), self.mem_read.eq(is_load),
         ]
         # the M state does not wait for the stop conditions (deep): after a stop nothing is
         # observable, and ``halted`` freezes the machine from the next cycle on

@@ -1,15 +1,16 @@
-"""The promise behind the model's gated register group (``cpu.model_engine.GATED``): the compiled CPU
-emits the M unit's registers (m_hi, m_lo, m_op, m_count: 13 of its 19 register tokens) only in
-frames after which ``m_busy`` is 1, so in a cycle that starts with ``m_busy`` = 0 the model holds
-stale values for them. That is exact only if those values do not matter in such a cycle (an M
-instruction's start cycle loads them; nothing else reads them). Checked here on the core's full
-netlist: the netlist simulator overwrites the group with random bits at the start of every cycle
-with ``m_busy`` = 0, and every record, console byte and halt still equals unicorn's."""
+"""The promise behind the model's gated register groups (``cpu.model_engine.GATED``): the compiled
+CPU emits the M unit's registers (m_hi, m_lo, m_op, m_count: 13 register tokens) only in frames
+after which ``m_busy`` is 1, and the latched trap conditions and the halt-report flag (``why``,
+``reported``) only in frames after which ``halted`` is 1, so in a cycle that starts with the gate at
+0 the model holds stale values for the group. That is exact only if those values do not matter in
+such a cycle. Checked here on the core's full netlist: the netlist simulator overwrites each group
+with random bits at the start of every cycle whose gate is 0, and every record, console byte and
+halt still equals unicorn's; every token the model emits is unchanged; and z3 proves it for every
+state."""
 
 import numpy as np
 import pytest
 
-from netlist2tf.assemble import resolve_gated
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
 from netlist2tf.sim import Simulator
@@ -17,7 +18,7 @@ from netlist2tf.sim import Simulator
 from cpu.fuzz import random_program
 from cpu.isa_tests import ISA_TESTS, hazard_programs
 from cpu.machine import Halt, Retire
-from cpu.model_engine import FLOW, GATED, MODEL_RAM_SIZE
+from cpu.model_engine import FLOW, GATED, MODEL_RAM_SIZE, model_protocol
 from cpu.netlist_engine import RETIRE_FIELDS, core_design, halt_from_port
 from cpu.unicorn_ref import run_unicorn
 
@@ -29,23 +30,37 @@ def core(build_dir):
     return parse_netlist(synthesize(core_design(RAM), FLOW, build_dir).json_text)
 
 
+def register_groups(nl):
+    """[(gate register state name, [the group's register state names])] of ``GATED``'s register
+    groups on ``nl`` (the registers are 1-bit slices after Yosys)."""
+    sigs = {s.name: s.bits for s in nl.signals}
+    reg_of = {n: f"reg:{r.name}" for r in nl.registers for n in r.q}
+    out = []
+    for gate, members in GATED:
+        if all(m in sigs and any(n in reg_of for n in sigs[m]) for m in members):   # a register group
+            out.append((reg_of[sigs[gate][0]], sorted({reg_of[n] for m in members for n in sigs[m] if n in reg_of})))
+    return out
+
+
 class Scrambler:
-    """Overwrites the gated group's registers with random bits when the gate register is 0."""
+    """Overwrites each gated register group with random bits when its gate register is 0."""
 
     def __init__(self, nl, seed: int | None):
-        gate_q = {s.name: s.bits for s in nl.signals}[GATED[0]][0]
-        _, group = resolve_gated(nl, *GATED)
-        self.group = [f"reg:{r.name}" for r in nl.registers if set(r.q) <= set(group)]
-        self.busy = next(f"reg:{r.name}" for r in nl.registers if r.q == (gate_q,))
-        assert len(self.group) == len(group) == 101      # 1-bit register slices: m_hi, m_lo, m_op, count
+        self.groups = register_groups(nl)
+        # 1-bit slices: m_hi, m_lo, m_op, m_count; why (its exit bit is read by nothing: Yosys drops it), reported
+        assert [len(g) for _, g in self.groups] == [101, 10]
         self.rng = np.random.default_rng(seed) if seed is not None else None
         self.count = 0
 
     def __call__(self, sim):
-        """Before a cycle: scramble the group if that cycle starts idle (and a seed was given)."""
-        if self.rng is not None and sim.state()[self.busy] == 0:
-            sim.set_state({n: int(b) for n, b in zip(self.group, self.rng.integers(0, 2, len(self.group)))})
-            self.count += 1
+        """Before a cycle: scramble each group whose gate is 0 (if a seed was given)."""
+        if self.rng is None:
+            return
+        state = sim.state()
+        for gate, group in self.groups:
+            if state[gate] == 0:
+                sim.set_state({n: int(b) for n, b in zip(group, self.rng.integers(0, 2, len(group)))})
+                self.count += 1
 
 
 def run_scrambled(nl, image, seed: int, limit: int = 200_000):
@@ -92,30 +107,30 @@ def test_hello(core):
     _check(core, [load_elf(compile_c(PROGRAMS_BY_NAME["hello"].path, ram_size=RAM), ram_size=RAM)])
 
 
-def emitted_values(nl, proto, image, seed: int | None, limit: int = 100_000):
-    """Per cycle, every value the compiled model emits (its output ports, the write port's enable,
-    address and data, the ungated registers' next values and, when the gate is 1, the group's), from
-    the compiled netlist; with ``seed``, the group is overwritten with random bits at the start of
-    every cycle whose gate register is 0 (what the model holds then: stale values)."""
+def emitted_tokens(nl, proto, image, seed: int | None, limit: int = 100_000):
+    """Per cycle, the tokens the compiled model emits (``protocol.generated_tokens``: every emitted
+    output, the write group when it writes, the ungated registers' next values and each register
+    group when its gate is 1), from the compiled netlist; with ``seed``, each register group is
+    overwritten with random bits at the start of every cycle whose gate is 0 (what the model holds
+    then: stale values)."""
     import dataclasses
 
     from netlist2tf.ir import Port
+    from netlist2tf.protocol import MA, MD, OUT
 
-    (wp,) = [w for m in nl.memories for w in m.write_ports]
-    probe = Port("__write", "output", tuple(wp.enable[:1]) + tuple(wp.addr) + tuple(wp.data), False)
-    gate = Port("__gate", "output", (proto.gate,), False)
-    sim = Simulator(dataclasses.replace(nl, ports=nl.ports + (probe, gate)))
+    probes = [(kind, c.index) for kind in (OUT, MA, MD) for c in proto.chunks_of(kind)]
+    extra = tuple(Port(f"__chunk_{kind}_{j}", "output", proto.chunks_of(kind)[j].bits, False) for kind, j in probes)
+    extra += tuple(Port(f"__gate_{i}", "output", (g.gate,), False) for i, g in enumerate(proto.groups))
+    sim = Simulator(dataclasses.replace(nl, ports=nl.ports + extra))
     sim.load_memory("ram", image.words())
     scramble = Scrambler(nl, seed)
-    group = {n for j in proto.gated for n in proto.registers[j].bits}
-    assert {f"reg:{r.name}" for r in nl.registers if set(r.q) <= group} == set(scramble.group)
     trace = []
-    for _ in range(limit):
+    for k in range(limit):
         scramble(sim)
         out = sim.step({"rst": 0})
-        state = sim.state()
-        regs = {n: v for n, v in state.items() if n.startswith("reg:") and (out["__gate"] or n not in scramble.group)}
-        trace.append((dict(out), regs))
+        regs = {n: v for n, v in sim.state().items() if n.startswith("reg:")}
+        trace.append(proto.generated_tokens(k, {kj: int(out[f"__chunk_{kj[0]}_{kj[1]}"]) for kj in probes}, regs,
+                                            [bool(out[f"__gate_{i}"]) for i in range(len(proto.groups))]))
         if out["halt"]:
             break
     return trace
@@ -127,12 +142,10 @@ def test_every_emitted_token_ignores_the_stale_group(which, build_dir):
     same with the M state scrambled in idle cycles. (An M instruction's start cycle once put the stale
     product on the write port's data: harmless, as the write is disabled, but not the simulator's
     token.)"""
-    from netlist2tf.protocol import TraceProtocol
-
     from cpu.model_engine import compiled_netlist
 
     nl = compiled_netlist(RAM, build_dir)
-    proto = TraceProtocol.from_netlist(nl, {r.clock for r in nl.registers}, 8, resolve_gated(nl, *GATED))
+    proto = model_protocol(nl)
     if which == "m-instructions":
         images = [ISA_TESTS[n]() for n in ("mul", "mulhu", "div", "rem")]
     elif which == "fuzzed":
@@ -143,22 +156,29 @@ def test_every_emitted_token_ignores_the_stale_group(which, build_dir):
         from cpu.toolchain import compile_c
         images = [load_elf(compile_c(PROGRAMS_BY_NAME["hello"].path, ram_size=RAM), ram_size=RAM)]
     for seed, img in enumerate(images):
-        clean, scrambled = emitted_values(nl, proto, img, None), emitted_values(nl, proto, img, seed)
+        clean, scrambled = emitted_tokens(nl, proto, img, None), emitted_tokens(nl, proto, img, seed)
         assert len(clean) == len(scrambled)
         for k, (a, b) in enumerate(zip(clean, scrambled)):
             assert a == b, f"cycle {k}"
 
 
-def test_gated_group_proved_for_every_state(core, prover_matches_simulator):
+def test_gated_groups_proved_for_every_state(core, prover_matches_simulator):
     """The promise proved rather than sampled (netlist2tf.formal, z3): for every state and memory
-    content with m_busy = 0 and any rst, the outputs (the whole retirement port), the other
-    registers' next values, the RAM write port and, when m_busy's next value is 1, the group's next
-    values do not depend on the group. Then by induction over the cycles no run can tell the model's
-    stale group values from the true ones. The prover reads the core as the simulator runs it
-    (random states, every RAM word random), and a group with the pc in it is refuted."""
-    from netlist2tf.formal import prove_gated
+    content, any rst, and each register group whose gate is 0, the outputs the model emits (the
+    halt's kind and cause only in the halting cycle, a load's word only for loads), the other
+    registers' next values, the RAM write port when it writes and, when a gate's next value is 1,
+    its group's next values do not depend on the groups. Then by induction over the cycles no run can
+    tell the model's stale values from the true ones. The prover reads the core as the simulator runs
+    it (random states, every RAM word random); a group with the pc in it and the trap conditions
+    gated by the M unit instead are refuted."""
+    from netlist2tf.formal import prove_groups
 
-    assert prove_gated(core, GATED[0], GATED[1]) is None
-    cex = prove_gated(core, GATED[0], list(GATED[1]) + ["rvfi_pc"], {"rst": 0})
+    regs = [g for g in GATED if g[0] in ("m_busy", "halted")]
+    outs = [g for g in GATED if g[0] in ("halt", "mem_read")]
+    assert len(regs) + len(outs) == len(GATED)
+    assert prove_groups(core, regs, outs, ("ram",)) is None
+    cex = prove_groups(core, [(regs[0][0], regs[0][1] + ("rvfi_pc",)), regs[1]], outs, ("ram",), {"rst": 0})
     assert cex is not None and "output rvfi_pc" in cex.what
+    cex = prove_groups(core, [(regs[0][0], regs[0][1] + regs[1][1])], outs, ("ram",))
+    assert cex is not None and any("halt" in w or "why" in w for w in cex.what), cex
     prover_matches_simulator(core, 5, 7, {"rst": 0}, dense=True)

@@ -14,7 +14,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from netlist2tf.assemble import resolve_gated
 from netlist2tf.errors import Netlist2TFError
 from netlist2tf.graph import keep_outputs
 from netlist2tf.protocol import TraceProtocol
@@ -23,7 +22,7 @@ from netlist2tf.verify import expected_tokens
 
 from cpu.fuzz import random_program
 from cpu.isa_tests import ISA_TESTS, TRAP_TESTS, hazard_programs, ram_needed
-from cpu.model_engine import GATED, MODEL_OUTPUTS, MODEL_RAM_SIZE, TraceDecoder, compiled_netlist, decode_trace
+from cpu.model_engine import MODEL_OUTPUTS, MODEL_RAM_SIZE, TraceDecoder, compiled_netlist, decode_trace, model_protocol
 from cpu.netlist_engine import run_netlist_batch
 from cpu.unicorn_ref import run_unicorn
 
@@ -33,7 +32,7 @@ RAM = MODEL_RAM_SIZE
 @pytest.fixture(scope="module")
 def compiled(build_dir):
     nl = compiled_netlist(RAM, build_dir)
-    proto = TraceProtocol.from_netlist(nl, {r.clock for r in nl.registers}, 8, resolve_gated(nl, *GATED))
+    proto = model_protocol(nl)
     inits = {f"reg:{r.name}": r.init for r in nl.registers}
     return nl, proto, inits
 
@@ -64,11 +63,18 @@ def check(compiled, images, max_steps=1_000_000):
     return decoded
 
 
-def test_model_emits_15_tokens_a_cycle_28_while_multiplying(compiled):
+def test_the_frame(compiled):
+    """The frame (docs/CPU-MODEL.md 2): one status token (retired, console, halt, load, the byte lane),
+    the halt's kind and cause (1), a load's word (2), the M state while busy (13), the trap conditions
+    and the report flag once halted (2), the write group when something is written (6), pc, m_busy
+    and halted (4): 5 tokens for a cycle that neither loads nor writes, 29 at most."""
     nl, proto, _ = compiled
     assert [p.name for p in nl.outputs] == list(MODEL_OUTPUTS)
-    assert len(proto.outputs) == 3 and len(proto.registers) == 19 and len(proto.gated) == 13
-    assert len(proto.generated) == 28 and len(proto.frame_kinds(False)) == 15
+    assert [(g.kind, g.name, len(g.chunks)) for g in proto.groups] == [
+        ("out", "halt", 1), ("out", "mem_read", 2), ("reg", "m_busy", 13), ("reg", "halted", 2), ("write", "ram", 6)]
+    assert len(proto.outputs) == 4 and len(proto.registers) == 19
+    assert len(proto.generated) == 29 and len(proto.frame_kinds(False)) == 5
+    assert proto.generated[-1] == ("reg", 18)           # the frame ends on the last pc/m_busy/halted chunk
 
 
 def test_hazards(compiled):

@@ -1,6 +1,6 @@
 """Designs that exercise less common simulator paths against Amaranth's simulator."""
 
-from amaranth import Cat, Module, Signal, signed
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -102,4 +102,43 @@ class SerialMultiplier(wiring.Component):
         with m.Elif(self.start):
             m.d.sync += [busy.eq(1), acc.eq(0), mcand.eq(self.a), mult.eq(self.b), count.eq(0)]
         m.d.comb += [self.busy.eq(busy), self.p.eq(result)]
+        return m
+
+
+class GatedMachine(wiring.Component):
+    """Every kind of gated group in one design (the compiler's tests): a serial multiplier whose
+    working registers matter only while it is busy; an error code latched by the first ``start``
+    that arrives while busy, which matters only once ``err`` is set; the product ``p``, an output the
+    host reads only in the cycle ``done`` is 1; a 16-word memory written only on ``store``."""
+    start: In(1)
+    store: In(1)
+    a: In(8)
+    b: In(8)
+    busy: Out(1)
+    done: Out(1)
+    p: Out(16)
+    rd: Out(8)
+    err: Out(1)
+    code_o: Out(4)
+
+    def elaborate(self, platform):
+        m = Module()
+        busy, done, err = Signal(), Signal(), Signal()
+        acc, mcand, mult = Signal(16, name="acc"), Signal(16, name="mcand"), Signal(8, name="mult")
+        count, result, code = Signal(3, name="count"), Signal(16, name="result"), Signal(4, name="code")
+        total = acc + (mcand & mult[0].replicate(16))
+        m.d.sync += done.eq(0)
+        with m.If(busy):
+            m.d.sync += [acc.eq(total), mcand.eq(mcand << 1), mult.eq(mult >> 1), count.eq(count + 1)]
+            with m.If(count == 7):
+                m.d.sync += [busy.eq(0), result.eq(total), done.eq(1)]
+            with m.If(self.start & ~err):
+                m.d.sync += [err.eq(1), code.eq(self.a[0:4])]
+        with m.Elif(self.start):
+            m.d.sync += [busy.eq(1), acc.eq(0), mcand.eq(self.a), mult.eq(self.b), count.eq(0)]
+        m.submodules.mem = mem = Memory(shape=8, depth=16, init=[3 * i + 1 for i in range(16)])
+        wp, rp = mem.write_port(), mem.read_port(domain="comb")
+        m.d.comb += [wp.en.eq(self.store), wp.addr.eq(self.a[0:4]), wp.data.eq(self.b), rp.addr.eq(self.b[0:4])]
+        m.d.comb += [self.busy.eq(busy), self.done.eq(done), self.p.eq(result), self.rd.eq(rp.data),
+                     self.err.eq(err), self.code_o.eq(Mux(err, code, 0))]
         return m
