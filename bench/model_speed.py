@@ -185,6 +185,15 @@ def main():
     print(f"checkpoint {folder} ({size / 1e9:.2f} GB float32 on disk)")
     print(f"{st['layers']} layers ({', '.join(t[:3] for t in st['layer_types'])}), hidden {st['hidden_size']}, "
           f"intermediate {st['intermediate_size']}, vocabulary {st['vocab_size']}")
+    from netlist2tf.plan import dense_breakdown
+    from netlist2tf.target import Target
+    shapes = Target(model.config.hidden_size, model.config.intermediate_size, tuple(model.config.layer_types),
+                    model.config.linear_num_key_heads, model.config.linear_num_value_heads,
+                    model.config.linear_key_head_dim, model.config.linear_value_head_dim,
+                    model.config.num_attention_heads, model.config.num_key_value_heads, model.config.head_dim)
+    parts = dense_breakdown(shapes, model.config.vocab_size)
+    assert sum(parts.values()) == st["parameters"]
+    print("dense parameters by part: " + ", ".join(f"{k} {v / 1e6:.1f} M" for k, v in parts.items()))
     print(f"{st['parameters']:,} parameters, {st['nonzero']:,} non-zero "
           f"({100 * st['nonzero'] / st['parameters']:.1f} %); {gen_off} to {gen} generated tokens per cycle "
           f"(the gated groups: {', '.join(f'{g.kind} {g.name} {len(g.chunks)}' for g in protocol.groups)})")

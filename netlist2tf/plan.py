@@ -204,6 +204,13 @@ def standalone_layer_types(layers: int) -> tuple[str, ...]:
 def dense_parameters(target: Target, vocab_size: int) -> int:
     """The parameter count of a ``Qwen3_5ForCausalLM`` of these shapes (untied embedding and LM
     head), by the shapes of transformers' Qwen3.5 modules (tests compare it with the real model)."""
+    return sum(dense_breakdown(target, vocab_size).values())
+
+
+def dense_breakdown(target: Target, vocab_size: int) -> dict:
+    """``dense_parameters`` by part: the FFNs, the DeltaNet mixers, the attention mixers, the
+    embedding and LM head, the norms. Qwen3.5's shapes are global: every FFN is as wide as the
+    widest layer's, every DeltaNet layer has all the key and value heads."""
     h, i = target.hidden_size, target.intermediate_size
     nk, nv, dk, dv = (target.linear_num_key_heads, target.linear_num_value_heads,
                       target.linear_key_head_dim, target.linear_value_head_dim)
@@ -211,8 +218,10 @@ def dense_parameters(target: Target, vocab_size: int) -> int:
     conv = 2 * nk * dk + nv * dv
     linear = h * conv + h * nv * dv + 2 * h * nv + conv * target.linear_conv_kernel_dim + 2 * nv + dv + nv * dv * h
     full = h * 2 * na * hd + 2 * h * nkv * hd + na * hd * h + 2 * hd
-    per_layer = {LINEAR: linear, FULL: full}
-    return (2 * vocab_size * h + h + sum(per_layer[t] + 2 * h + 3 * h * i for t in target.layer_types))
+    types = target.layer_types
+    return {"ffn": 3 * h * i * len(types), "deltanet": linear * types.count(LINEAR),
+            "attention": full * types.count(FULL), "embedding and LM head": 2 * vocab_size * h,
+            "norms": h * (2 * len(types) + 1)}
 
 
 def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) -> ModelPlan:

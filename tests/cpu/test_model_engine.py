@@ -282,7 +282,7 @@ def test_larger_ram_model(tmp_path_factory):
     div, checked = verify_teacher_forced(m, protocol, netlist, inits, 200, 1, 0, [{"ram": libc.words()}],
                                          stimulus=stim)
     assert div is None, str(div)
-    assert checked >= 15 * 199
+    assert checked >= 5 * 199                     # the shortest frame: 5 generated tokens
 
 
 def test_cpu_merged_in_front_of_a_qwen_model(model, tmp_path, capsys):
