@@ -144,12 +144,9 @@ def model_settings():
 def model_protocol(netlist):
     """The trace protocol of the compiled CPU for ``netlist`` (``compiled_netlist``): what the
     checkpoint's trace_protocol.json holds, without building it."""
-    from netlist2tf.plan import resolve_groups
-    from netlist2tf.protocol import TraceProtocol
+    from netlist2tf.plan import trace_protocol
 
-    s = model_settings()
-    return TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, s.chunk_bits,
-                                      resolve_groups(netlist, s.gated, s.gated_writes))
+    return trace_protocol(netlist, model_settings())
 
 
 def _build_checkpoint(ram_size, build_dir, log) -> Path:

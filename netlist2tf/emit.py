@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from .assemble import Compiled
-from .plan import resolve_groups
+from .plan import CompileSettings, trace_protocol
 from .errors import Netlist2TFError
 from .graph import keep_outputs
 from .ir import parse_netlist
@@ -115,8 +115,8 @@ def trace_side(folder, meta: dict, sealed=SEALED):
     try:
         if meta.get("outputs") is not None:           # compiled with only these outputs
             netlist = keep_outputs(netlist, meta["outputs"])
-        groups = resolve_groups(netlist, [(g, tuple(m)) for g, m in meta["gated"]], tuple(meta["gated_writes"]))
-        derived = TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, meta["chunk_bits"], groups)
+        derived = trace_protocol(netlist, CompileSettings(chunk_bits=meta["chunk_bits"], gated=meta["gated"],
+                                                          gated_writes=meta["gated_writes"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise Netlist2TFError(f"{folder}/compile.json lacks or garbles {exc}; write the checkpoint again")
     if derived != protocol:

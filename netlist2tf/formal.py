@@ -304,6 +304,7 @@ def prove_groups(nl: Netlist, groups, out_groups=(), gated_writes=(), inputs: di
 
     sigs = {s.name: s.bits for s in nl.signals}
     reg_of_q = {n: r for r in nl.registers for n in r.q}
+    drivers = _drivers(nl)
     group_nets, gate_of = {}, []                 # net -> group index; per group its gate's q net
     for gi, (gate, group) in enumerate(groups):
         for name in (gate, *group):
@@ -313,9 +314,8 @@ def prove_groups(nl: Netlist, groups, out_groups=(), gated_writes=(), inputs: di
         if len(gate_bits) != 1 or gate_bits[0] not in reg_of_q:
             raise Netlist2TFError(f"{gate} must be a 1-bit register (the gate)")
         # a signal's register bits (a dead slice that the kept-outputs netlist dropped is undriven)
-        driven = _drivers(nl)
         nets = {n for name in group for n in sigs[name] if n not in (CONST0, CONST1, CONSTX)}
-        if any(n not in reg_of_q and n in driven for n in nets) or not nets & set(reg_of_q):
+        if any(n not in reg_of_q and n in drivers for n in nets) or not nets & set(reg_of_q):
             raise Netlist2TFError(f"the group {', '.join(group)} must be registers")
         nets &= set(reg_of_q)
         if gate_bits[0] in nets:
@@ -367,7 +367,6 @@ def prove_groups(nl: Netlist, groups, out_groups=(), gated_writes=(), inputs: di
 
     def var(tag, n):
         return z3.BitVec(f"q{tag}:{reg_of_q[n].name}[{reg_of_q[n].q.index(n)}]", 1)
-    drivers = _drivers(nl)
     # One query per combination of the gates at the cycle's start (all on: nothing can differ): a
     # group whose gate is 0 is free in both copies, one whose gate is 1 shared, and each gate fixed,
     # which lets z3 simplify (far faster than one query with the gates free).

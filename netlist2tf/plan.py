@@ -154,10 +154,9 @@ def resolve_groups(netlist: Netlist, gated=(), gated_writes=()) -> tuple[GroupSp
                 raise Netlist2TFError(f"gated registers: the gate {gate!r} must be a 1-bit register outside the group")
             specs.append(GroupSpec("reg", gate, d_of_q[sigs[gate][0]], tuple(n for name in members for n in reg_nets(name))))
         else:
-            bad = next(m for m in members if not is_reg(m) and m not in outs) if \
-                any(not is_reg(m) and m not in outs for m in members) else None
-            if bad is not None:
-                raise Netlist2TFError(f"gated registers: {bad!r} is not a register of {netlist.top}"
+            bad = [m for m in members if not is_reg(m) and m not in outs]
+            if bad:
+                raise Netlist2TFError(f"gated registers: {bad[0]!r} is not a register of {netlist.top}"
                                       + (" (nor an output port)" if outs else ""))
             raise Netlist2TFError(f"gated group {gate}: its members mix registers and outputs; a group is "
                                   f"all registers or all output ports")
@@ -169,6 +168,13 @@ def resolve_groups(netlist: Netlist, gated=(), gated_writes=()) -> tuple[GroupSp
                                   f"(written memories: {', '.join(sorted(k for k, v in mems.items() if v.write_ports)) or 'none'})")
         specs.append(GroupSpec("write", name, m.write_ports[0].enable[0], (name,)))
     return tuple(specs)
+
+
+def trace_protocol(netlist: Netlist, settings: CompileSettings) -> TraceProtocol:
+    """The trace protocol of ``netlist`` (already only the kept outputs) under ``settings``: what
+    ``plan_model`` lays the model out for and what a checkpoint's ``trace_protocol.json`` must equal."""
+    return TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, settings.chunk_bits,
+                                      resolve_groups(netlist, settings.gated, settings.gated_writes))
 
 
 def reachable_banks(mem, port: int, slots: int) -> list[int]:
@@ -237,8 +243,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     chunk_bits, target = s.chunk_bits, s.target
     if s.outputs is not None:
         netlist = keep_outputs(netlist, s.outputs)
-    clocks = {r.clock for r in netlist.registers}
-    proto = TraceProtocol.from_netlist(netlist, clocks, chunk_bits, resolve_groups(netlist, s.gated, s.gated_writes))
+    proto = trace_protocol(netlist, s)
     for m in netlist.memories:
         if any(rp.clocked for rp in m.read_ports):
             raise Netlist2TFError(f"memory {m.name} has a synchronous read port; compile the lut flow's "

@@ -514,12 +514,13 @@ class TraceProtocol:
         ``decode_writes``).
 
         Raises TraceError naming the first token that breaks the protocol."""
-        full, short = len(self.generated), len(self.frame_kinds(False))
+        gen = self.generated
+        full, short = len(gen), len(gen) - sum(len(g.chunks) for g in self.groups)
         if not short <= len(tokens) <= full:
             raise TraceError(f"cycle {cycle}: {len(tokens)} generated tokens, the protocol has {full}"
                              + (f" ({short} without its gated groups)" if self.groups else ""))
         fields = self.fields(tokens)
-        pos, values, gen = 0, {}, self.generated
+        pos, values = 0, {}
         i = 0
         while i < len(gen):
             g = self.group_of(gen[i])
