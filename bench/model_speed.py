@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from cpu import asm  # noqa: E402
 from cpu.elf import load_elf  # noqa: E402
 from cpu.machine import Image, is_m_instruction  # noqa: E402
-from cpu.model_engine import MODEL_RAM_SIZE, load_model, run_model_batch, run_model_speculative  # noqa: E402
+from cpu.model_engine import MODEL_RAM_SIZE, TraceDecoder, load_model, run_model_batch, run_model_speculative  # noqa: E402
 from cpu.netlist_engine import run_netlist  # noqa: E402
 from cpu.programs import PROGRAMS, table_images  # noqa: E402
 from cpu.toolchain import compile_c  # noqa: E402
@@ -97,6 +97,10 @@ def trace_frames(protocol, netlist, inits, img, model=None):
                         initial_memory=[{"ram": img.words()}])
         assert run.tokens[0] == rows[:len(run.tokens[0])] and len(run.tokens[0]) == len(rows), \
             "the model's generated trace differs from the netlist simulator's"
+    from netlist2tf.host import Frame
+
+    # which frames retire an instruction: the host's decoder says (the model emits no retire bit)
+    decoder = TraceDecoder(netlist, inits, {"ram": img.words()}, max_steps=10 ** 12, trace=False)
     starts = [pos for _, pos in frames[0]] + [len(rows)]
     counts, valid = [], []
     n_in = len(protocol.inputs)
@@ -104,9 +108,11 @@ def trace_frames(protocol, netlist, inits, img, model=None):
         lo, hi = starts[k], starts[k + 1] - (n_in if k + 1 < len(frames[0]) else 0)
         toks = rows[lo:hi]
         counts.append(sum(generated[lo:hi]))
-        outs = protocol.decode_frame(k, toks)[0]
-        valid.append(outs["rvfi_valid"])
-        if outs["halt"]:
+        outs, regs = protocol.decode_frame(k, toks)
+        before = decoder.retired
+        decoder.feed(Frame(outs, regs, protocol.decode_writes(toks)))
+        valid.append(int(decoder.retired > before))
+        if decoder.halt is not None:
             break                                  # through the halting frame, as a run counts them
     return counts, valid
 
@@ -172,6 +178,8 @@ def main():
     ap.add_argument("--generated", action="store_true",
                     help="count tokens in the model's own generated traces (the fast executor generates "
                          "every table program, ~20 min; its trace must equal the netlist simulator's)")
+    ap.add_argument("--skip-speed", action="store_true",
+                    help="skip the speed section (the program table's token counts and the size only)")
     ap.add_argument("--tf-cycles", type=int, default=400,
                     help="cycles of hello.c checked teacher-forced (default 400)")
     args = ap.parse_args()
@@ -200,6 +208,8 @@ def main():
 
     if not args.skip_table:
         table(protocol, netlist, inits, st, args.generated)
+    if args.skip_speed:
+        return
 
     print("\n== speed on a short program (same program on every engine)")
     img = sample_program()

@@ -8,17 +8,19 @@ settings and the compiler's own source), so a rebuild happens only when one of t
 initial register frame, then one write group per non-zero word of the image: no host code writes
 model state), lets the model generate one frame of tokens per clock cycle (greedy, the model's own
 cache) until every program halts, and decodes the frames into the machine's ``RunResult``: console
-bytes, the halt, and one ``Retire`` record per cycle whose ``rvfi_valid`` token bit is set.
+bytes, the halt, and one ``Retire`` record per cycle in which an instruction retires.
 
-The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``: 1 token a
-cycle instead of 36 for the whole retirement port: retired or not, a console write, the halt, a
-load, the load/store byte lane; 2 more for a load's word, 1 for the halt's kind and cause: the
-gated groups of ``GATED``). ``TraceDecoder`` rebuilds the rest of each record from tokens the
-model generates anyway: pc and next pc from the pc register's tokens, the memory (RAM, then the 32
-registers) mirrored from the prompt and the write-port tokens (so ``insn`` is the mirrored word at
-pc, ``mem_rdata`` the mirrored word at ``mem_addr``, ``rd``/``rd_wdata`` a write to a register word,
-store data a RAM write's bytes, a console byte and the exit code the mirrored rs2/a0), the byte masks
-from the opcode's access size at the emitted lane. It decodes; it never executes an instruction.
+The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``), each in a
+gated group: a load's word and byte lane (2 tokens), a store's lane (1), the halt's kind and cause
+(1); the groups' gates (``halt``, ``mem_read``, ``mem_write``) are not emitted: a group's presence is
+its gate. No token is emitted in every frame but the pc's RAM word with ``m_busy``, ``halted`` and
+``pc_oob`` (2). ``TraceDecoder`` rebuilds the rest of each record from tokens the model generates
+anyway: pc and next pc from the pc registers' tokens, whether the instruction retires from the state
+(halted's next value, the M unit's busy flag and count), the memory (RAM, then the 32 registers)
+mirrored from the prompt and the write-port tokens (so ``insn`` is the mirrored word at pc,
+``mem_rdata`` the mirrored word at ``mem_addr``, ``rd``/``rd_wdata`` a write to a register word, store
+data a RAM write's bytes, a retired store that writes no RAM word a console byte, the exit code the
+mirrored a0), the byte masks from the opcode's access size at the emitted lane. It decodes; it never executes an instruction.
 """
 
 import hashlib
@@ -31,10 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from netlist2tf.errors import Netlist2TFError
-from netlist2tf.ir import CONST0, CONST1
 from netlist2tf.paths import build_dir as default_build_dir
 
-from hdl.rv32.core import M_CYCLES   # a multiplication or division occupies the core this many cycles
+from hdl.rv32.core import M_CYCLES, M_STEPS   # a multiplication or division occupies the core this many cycles
 
 from .machine import CONSOLE_ADDR, Halt, Retire, RunResult
 from .netlist_engine import check_image, core_design, halt_from_port
@@ -45,20 +46,25 @@ KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RA
 FLOW = "macro6"
 CHUNK_BITS = 8
 # the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
-MODEL_OUTPUTS = ("rvfi_valid", "console_valid", "halt", "halt_kind", "halt_cause", "mem_word", "mem_lane",
-                 "mem_read")
+MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "mem_word", "mem_lane", "mem_read", "mem_write", "store_lane")
 # The gated groups (protocol.py, docs/CPU-MODEL.md 2): emitted only in the frames where their gate is 1.
 # Registers, gated by a register's next value (z3 proves their values do not matter in a cycle that
 # starts with it at 0): the M unit's state while it is busy (a start loads it, nothing else reads
 # it: 13 tokens); the latched trap conditions and the halt-report flag once halted (the cycle that
-# stops latches them; only the halt report reads them). Outputs, gated by an output (the host
-# decoder reads them only then): the halt's kind and cause in the halting cycle; a load's word (a
-# store's is in its write tokens). And the write port's group only when something is written.
+# stops latches them; only the halt report reads them); the pc's bits above the RAM once the pc has
+# left it (the fetch then faults: only the halt report reads them; in RAM they are 0). Outputs, gated by an output (the host
+# decoder reads them only then; the gate itself is not emitted, the group's presence is its value):
+# the halt's kind and cause in the halting cycle; a load's word and byte lane (a store's word is in
+# its write tokens); a store's byte lane. And the write port's group only when something is written.
 GATED = (("m_busy", ("m_hi", "m_lo", "m_op", "m_count")), ("halted", ("why", "reported")),
-         ("halt", ("halt_kind", "halt_cause")), ("mem_read", ("mem_word",)))
+         ("pc_oob", ("pc_hi",)),
+         ("halt", ("halt_kind", "halt_cause")), ("mem_read", ("mem_word", "mem_lane")), ("mem_write", ("store_lane",)))
 GATED_WRITES = ("ram",)
 OP_LOAD, OP_STORE = 0x03, 0x23
-PC_SIGNAL = "rvfi_pc"            # the netlist's name for the pc register (the core drives rvfi_pc = pc)
+PC_SIGNALS = ("pc_lo", "pc_hi", "pc_oob")   # the pc's registers: its RAM word, the bits above, "above"
+# the registers the decoder reads besides the pc: whether an instruction retires is decoded from them
+STATE_SIGNALS = PC_SIGNALS + ("halted", "m_busy", "m_count")
+OP_OP = 0x33
 
 _LOADED: dict = {}
 
@@ -491,7 +497,7 @@ class _Repeat:
 class TraceDecoder:
     """Decode one batch row's frames into a ``RunResult``: retirement records, console bytes, halt.
 
-    ``netlist``: the compiled netlist (its ``rvfi_pc`` signal names the pc register's bits; its one
+    ``netlist``: the compiled netlist (its ``PC_SIGNALS`` name the pc registers' bits; its one
     memory ``ram`` holds the RAM and, in its last 32 words, the registers: hdl/rv32/core.py);
     ``initial_registers``: the prompt's register values; ``memories``: {memory: {word address: word}}
     as the prompt writes them. ``feed(frame)`` reads the frame's emitted outputs, the registers' next
@@ -503,14 +509,16 @@ class TraceDecoder:
     def __init__(self, netlist, initial_registers: dict, memories: dict, max_steps: int = 1_000_000,
                  trace: bool = True):
         q_name = {n: f"reg:{r.name}" for r in netlist.registers for n in r.q}
-        sig = next((s for s in netlist.signals if s.name == PC_SIGNAL), None)
-        if sig is None or not all(n in q_name or n in (CONST0, CONST1) for n in sig.bits):
-            raise Netlist2TFError(f"the compiled core has no register named {PC_SIGNAL}: the decoder reads "
-                                  f"the pc from it (the core must drive rvfi_pc straight from its pc register)")
+        sigs = {s.name: s.bits for s in netlist.signals}
+        self.state_bits = {}
+        for name in STATE_SIGNALS:
+            if name not in sigs or not all(n in q_name for n in sigs[name]):
+                raise Netlist2TFError(f"the compiled core has no register named {name}: the decoder reads "
+                                      f"{', '.join(STATE_SIGNALS)} (hdl/rv32/core.py)")
+            self.state_bits[name] = [q_name[n] for n in sigs[name]]          # "reg:NAME" of each bit
         mem = next((m for m in netlist.memories if m.name == "ram"), None)
         if mem is None or len(netlist.memories) != 1:
             raise Netlist2TFError("the compiled core must have one memory, ram (RAM, then the registers)")
-        self.pc_bits = [q_name.get(n, n) for n in sig.bits]       # "reg:NAME", or a constant 0/1
         self.regs_base = mem.size - 32
         self.registers = dict(initial_registers)
         self.mem = dict(memories.get("ram", {}))
@@ -519,20 +527,36 @@ class TraceDecoder:
         self.halt, self.retired, self.cycles = None, 0, 0
 
     def _pc(self, registers: dict) -> int:
-        return sum((registers[b] if isinstance(b, str) else b == CONST1) << i for i, b in enumerate(self.pc_bits))
+        """pc_lo is the RAM word; pc_hi, the bits above it, counts only while pc_oob is 1 (a frame
+        holds it only then: the gated group pc_oob; in RAM the bits are 0)."""
+        lo = self._value(registers, "pc_lo")
+        hi = self._value(registers, "pc_hi") if self._value(registers, "pc_oob") else 0
+        return (lo | hi << len(self.state_bits["pc_lo"])) << 2
+
+    def _value(self, registers: dict, name: str) -> int:
+        return sum(registers[b] << i for i, b in enumerate(self.state_bits[name]))
 
     def _reg(self, i: int) -> int:
         return self.mem.get(self.regs_base + i, 0)
 
     def feed(self, frame) -> None:
         """Decode one frame (a ``netlist2tf.host.Frame``) of a row that has not halted yet."""
-        out, (waddr, wdata) = frame.outputs, frame.writes["ram"]
+        out, (waddr, wdata) = dict(frame.outputs), frame.writes["ram"]
         self.cycles += 1
         pc = self._pc(self.registers)
         insn = self.mem.get(pc >> 2, 0) if pc >> 2 < self.regs_base else 0
         rs2_value = self._reg((insn >> 20) & 31)
         reg_write = waddr is not None and waddr >= self.regs_base
         ram_write = waddr is not None and waddr < self.regs_base
+        # Whether the instruction retires, read off the state (hdl/rv32/core.py: ``go``): not when the
+        # machine stops in this cycle or has stopped (halted's next value), nor while an M instruction
+        # waits for its unit (it retires in the cycle that starts with the unit busy and its count at
+        # M_STEPS). A store retires to the console when it writes no RAM word (else it traps).
+        m_insn = insn & 0x7F == OP_OP and insn >> 25 == 1
+        m_done = self._value(self.registers, "m_busy") and self._value(self.registers, "m_count") == M_STEPS
+        out["rvfi_valid"] = int(not self._value(frame.registers, "halted") and not (m_insn and not m_done))
+        out["console_valid"] = int(out["rvfi_valid"] and insn & 0x7F == OP_STORE and waddr is None)
+        out["mem_lane"] = out.get("mem_lane", 0) | out.get("store_lane", 0)
         if out["rvfi_valid"]:
             if self.retired >= self.max_steps:
                 self.halt = Halt(Halt.STEP_LIMIT, pc)

@@ -19,7 +19,8 @@ A token carries a *field*: (kind, chunk, parity, value) with ``chunk_bits`` bits
 frames whose gate net is 1; a group is
 
 * ``out``: output ports (packed on their own chunks after the ungated outputs), gated by a 1-bit
-  output outside every group (this cycle's value): the host promises not to need them otherwise;
+  output outside every group (this cycle's value): the host promises not to need them otherwise.
+  The gate port itself is not emitted: its value is whether the group's chunks are in the frame;
 * ``reg``: registers (packed on their own, first among the registers), gated by a 1-bit register's
   next value: the design promises that their values do not matter in a cycle that starts with that
   register at 0 (the model then holds stale values for them; ``netlist2tf.formal`` proves it);
@@ -46,7 +47,7 @@ from .errors import Netlist2TFError
 from .ir import CONST0, CONST1, CONSTX, Netlist
 
 IN, OUT, REG, MA, MD = "in", "out", "reg", "ma", "md"
-PROTOCOL_FORMAT = 3              # trace_protocol.json: bumped when its meaning changes
+PROTOCOL_FORMAT = 4              # trace_protocol.json: bumped when its meaning changes (4: output gates unemitted)
 KINDS = (IN, OUT, REG, MA, MD)
 
 
@@ -150,9 +151,15 @@ class TraceProtocol:
                 if name in grouped_out:
                     raise Netlist2TFError(f"output {name} is in two gated groups ({grouped_out[name]}, {g.name})")
                 grouped_out[name] = g.name
+        # An output group's gate port is not emitted: the host reads its value off the frame (1 where
+        # the group's chunks are there), so its bit would be redundant.
+        gate_ports = {g.name for g in out_groups}
+        for name in sorted(gate_ports & set(grouped_out)):
+            raise Netlist2TFError(f"output {name} gates a group and is in the gated group {grouped_out[name]}: a "
+                                  f"gate's value is the presence of its group, it cannot be skipped itself")
         seen = {}
         for p in netlist.outputs:
-            if p.name not in grouped_out:
+            if p.name not in grouped_out and p.name not in gate_ports:
                 for n in p.bits:
                     if n not in (CONST0, CONST1, CONSTX) and n not in seen:
                         seen[n] = str(netlist.nets[n])
@@ -163,10 +170,9 @@ class TraceProtocol:
             for p in netlist.outputs:
                 if p.name in g.members:
                     for n in p.bits:
-                        if n not in (CONST0, CONST1, CONSTX) and n not in seen and n not in own:
+                        if n not in (CONST0, CONST1, CONSTX) and n not in seen and n not in own and \
+                            n not in {h.gate for h in out_groups}:
                             own[n] = str(netlist.nets[n])
-            if g.gate not in seen:
-                raise Netlist2TFError(f"gated group {g.name}: the gate must be a 1-bit output outside every group")
             if not own:
                 raise Netlist2TFError(f"gated group {g.name}: its outputs have no bits of their own to skip")
             seen.update(own)
@@ -520,15 +526,18 @@ class TraceProtocol:
             raise TraceError(f"cycle {cycle}: {len(tokens)} generated tokens, the protocol has {full}"
                              + (f" ({short} without its gated groups)" if self.groups else ""))
         fields = self.fields(tokens)
-        pos, values = 0, {}
+        pos, values, present = 0, {}, {}
         i = 0
         while i < len(gen):
             g = self.group_of(gen[i])
             span = self.groups[g].chunks if g is not None else (gen[i],)
             here = fields[pos] if pos < len(fields) else None
             if g is not None and (here is None or (here.kind, here.chunk) != span[0]):
+                present[g] = 0
                 i += len(span)                     # the group is skipped in this frame
                 continue
+            if g is not None:
+                present[g] = 1
             for kind, j in span:
                 want = (kind, j, self.parity_of(kind, cycle % 2))
                 if pos >= len(fields):
@@ -544,6 +553,9 @@ class TraceProtocol:
         if pos != len(fields):
             raise TraceError(f"cycle {cycle}: {len(fields)} generated tokens, the frame ended after {pos}")
         net_value = {CONST0: 0, CONST1: 1, CONSTX: 0}
+        for k, g in enumerate(self.groups):
+            if g.kind == OUT:
+                net_value[g.gate] = present[k]          # an output group's gate: its presence
         for c in self.outputs:
             if (OUT, c.index) in values:
                 net_value.update({n: (values[(OUT, c.index)] >> i) & 1 for i, n in enumerate(c.bits)})

@@ -441,8 +441,12 @@ def test_every_kind_of_gated_group(dtype, prefill, batch, tmp_path, build_dir, c
     assert [(g.kind, g.name) for g in protocol.groups] == [("out", "done"), ("reg", "busy"), ("reg", "err"),
                                                             ("write", "mem")]
     assert protocol.generated[-1][0] == "reg"         # the ports come before the ungated registers
+    # the output group's gate is not emitted: its value is the group's presence
+    assert not any(name.split("[")[0] == "done" for c in protocol.outputs for name in c.names)
     div, run = verify_model(model, protocol, netlist, inits, 120, batch, 5, prefill, meta["initial_memory"])
     assert div is None, str(div)
+    assert {o["done"] for o in run.outputs[0]} == {0, 1}
+    assert all(o["done"] == g[0] for o, g in zip(run.outputs[0], run.groups[0]))
     seen = {g for row in run.groups for g in row}
     assert len(seen) >= 5                          # many combinations of groups, and ...
     assert all(any(g[i] for g in seen) and not all(g[i] for g in seen) for i in range(4))   # each on and off

@@ -12,7 +12,8 @@ Shaped for the compiler (docs/CPU-MODEL.md): the clock cycle is shallow (the com
 level of threshold logic per layer), so no combinational multiplier or division step ends in a
 retirement; the RAM has one whole-word write port (a sub-word store merges its bytes into the word
 the load port reads at the same address) shared with the register write-back (no instruction does
-both); the pc register holds bits 2-31 (pc is always 4-aligned); the write-back value is an AND-OR over one-hot selects
+both); the pc registers hold bits 2-31 (pc is always 4-aligned), the RAM word apart from the bits
+above it (only a fetch fault's halt report reads those); the write-back value is an AND-OR over one-hot selects
 computed from the instruction, already 0 when nothing is written (it is also ``rvfi_rd_wdata``).
 
 The machine interface (memory map, console, exit/ebreak, trap causes, retirement record) is defined
@@ -28,7 +29,9 @@ in ``cpu/machine.py``; this core implements it:
   byte lane (bits 0-1) of this cycle's load/store address: with the opcode they give the memory
   fields of the record (the compiled model emits these instead of the 70 bits of ``rvfi_mem_addr``
   and the masks; cpu/model_engine.py); ``mem_read`` is 1 when the instruction is a load (the model
-  emits ``mem_word`` only then: a store's word is in its write tokens).
+  emits ``mem_word`` and ``mem_lane`` only then: a store's word is in its write tokens);
+  ``mem_write`` is 1 when it is a store, ``store_lane`` its byte lane (0 otherwise: the model emits it
+  only for stores).
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -79,6 +82,7 @@ class Core(wiring.Component):
             "halt": Out(1), "halt_kind": Out(2), "halt_cause": Out(4), "halt_code": Out(32),
             "halted": Out(1),
             "mem_word": Out(((ram_size // 4) - 1).bit_length()), "mem_lane": Out(2), "mem_read": Out(1),
+            "mem_write": Out(1), "store_lane": Out(2),
         })
 
     def elaborate(self, platform):
@@ -103,14 +107,23 @@ class Core(wiring.Component):
             r = Const(r, 5) if isinstance(r, int) else r
             return Cat(r, Const(regs_base >> 5, (regs_base + 31).bit_length() - 5))
 
-        pc_word = Signal(30, init=self.reset_pc >> 2)   # pc is always 4-aligned: its bits 0-1 are 0
-        pc = Cat(Const(0, 2), pc_word)
+        # The pc (always 4-aligned: its bits 0-1 are 0) in two registers: ``pc_lo``, the RAM word
+        # (bits 2..), and ``pc_hi``, the bits above the RAM, with ``pc_oob`` = "pc_hi != 0". Out of
+        # RAM the fetch faults and nothing retires, so every computation uses ``pc_ram`` (pc_hi taken
+        # as 0) and only the halt report reads pc_hi: the compiled model emits it only in the frames
+        # after which pc_oob is 1 (a gated group, cpu/model_engine.GATED; z3 proves the promise).
+        hi_bits = 30 - abits
+        pc_lo = Signal(abits, init=(self.reset_pc >> 2) % words, attrs={"keep": 1})   # named in the netlist
+        pc_hi = Signal(hi_bits, init=self.reset_pc >> (2 + abits), attrs={"keep": 1})
+        pc_oob = Signal(init=int(self.reset_pc >> (2 + abits) != 0))
+        pc = Cat(Const(0, 2), pc_lo, Mux(pc_oob, pc_hi, 0))   # the architectural pc (rvfi_pc)
+        pc_ram = Cat(Const(0, 2), pc_lo, Const(0, hi_bits))
         halted = Signal()
         m.d.comb += self.halted.eq(halted)
 
         # ---- fetch and decode ------------------------------------------------------------------
-        fetch_fault = pc[2 + abits:] != 0                 # outside RAM (pc is always 4-aligned)
-        m.d.comb += fetch.addr.eq(pc[2:2 + abits])
+        fetch_fault = pc_oob                              # outside RAM
+        m.d.comb += fetch.addr.eq(pc_lo)
         insn = Signal(32)
         m.d.comb += insn.eq(fetch.data)
         opcode, rd, funct3 = insn[0:7], insn[7:12], insn[12:15]
@@ -127,7 +140,7 @@ class Core(wiring.Component):
         a, b = rs1_port.data, rs2_port.data
 
         # ---- ALU ---------------------------------------------------------------------------------
-        pc4 = (pc + 4)[:32]
+        pc4 = (pc_ram + 4)[:32]
         is_op, is_imm = opcode == OP_OP, opcode == OP_IMM
         op_b = Mux(is_op, b, imm_i)[:32]           # Mux sign-extends the 12-bit immediate
         shamt = op_b[0:5]
@@ -211,8 +224,8 @@ class Core(wiring.Component):
         # one comparison of each kind, then a 6-input select (funct3[0] inverts): shallow
         eq, lt, ltu = a == b, a.as_signed() < b.as_signed(), a < b
         taken = Mux(funct3[2], Mux(funct3[1], ltu, lt), eq) ^ funct3[0]
-        branch_target = (pc + imm_b)[:32]
-        jal_target = (pc + imm_j)[:32]
+        branch_target = (pc_ram + imm_b)[:32]
+        jal_target = (pc_ram + imm_j)[:32]
         jalr_target = Cat(Const(0, 1), (a + imm_i)[1:32])
 
         # ---- loads and stores ------------------------------------------------------------------
@@ -328,7 +341,7 @@ class Core(wiring.Component):
         is_alu = (is_op & ~is_mul & ~is_div & ~is_zba) | is_imm
         sources = [
             (opcode == OP_LUI, imm_u),
-            (opcode == OP_AUIPC, (pc + imm_u)[:32]),
+            (opcode == OP_AUIPC, (pc_ram + imm_u)[:32]),
             (is_jal | is_jalr, pc4),
             (is_load, load_val),
             ((is_mul | is_div) & m_done, m_res),     # only when it retires: M state is stale before
@@ -351,10 +364,13 @@ class Core(wiring.Component):
             self.console_valid.eq(go & is_store & is_console),
             self.console_data.eq(b[0:8]),
             self.mem_word.eq(mem_addr[2:2 + abits]), self.mem_lane.eq(lane), self.mem_read.eq(is_load),
+            self.mem_write.eq(is_store), self.store_lane.eq(Mux(is_store, lane, 0)),
         ]
         # the M state does not wait for the stop conditions (deep): after a stop nothing is
         # observable, and ``halted`` freezes the machine from the next cycle on
-        m.d.sync += pc_word.eq(Mux(stop, pc_word, next_pc[2:]))
+        m.d.sync += [pc_lo.eq(Mux(stop, pc_lo, next_pc[2:2 + abits])),
+                     pc_hi.eq(Mux(stop, pc_hi, next_pc[2 + abits:])),
+                     pc_oob.eq(Mux(stop, pc_oob, next_pc[2 + abits:] != 0))]
 
         with m.If(~halted & (is_mul | is_div)):
             with m.If(~m_busy):

@@ -47,8 +47,9 @@ class Scrambler:
 
     def __init__(self, nl, seed: int | None):
         self.groups = register_groups(nl)
-        # 1-bit slices: m_hi, m_lo, m_op, m_count; why (its exit bit is read by nothing: Yosys drops it), reported
-        assert [len(g) for _, g in self.groups] == [101, 10]
+        # 1-bit slices: m_hi, m_lo, m_op, m_count; why (its exit bit is read by nothing: Yosys drops it),
+        # reported; pc_hi (the pc's bits above the 16 KiB RAM)
+        assert [len(g) for _, g in self.groups] == [101, 10, 18]
         self.rng = np.random.default_rng(seed) if seed is not None else None
         self.count = 0
 
@@ -169,16 +170,19 @@ def test_gated_groups_proved_for_every_state(core, prover_matches_simulator):
     registers' next values, the RAM write port when it writes and, when a gate's next value is 1,
     its group's next values do not depend on the groups. Then by induction over the cycles no run can
     tell the model's stale values from the true ones. The prover reads the core as the simulator runs
-    it (random states, every RAM word random); a group with the pc in it and the trap conditions
-    gated by the M unit instead are refuted."""
+    it (random states, every RAM word random); a group with the pc in it, the pc's high bits gated by
+    halting and the trap conditions gated by the M unit instead are refuted."""
     from netlist2tf.formal import prove_groups
 
-    regs = [g for g in GATED if g[0] in ("m_busy", "halted")]
-    outs = [g for g in GATED if g[0] in ("halt", "mem_read")]
+    regs = [g for g in GATED if g[0] in ("m_busy", "halted", "pc_oob")]
+    outs = [g for g in GATED if g[0] in ("halt", "mem_read", "mem_write")]
     assert len(regs) + len(outs) == len(GATED)
     assert prove_groups(core, regs, outs, ("ram",)) is None
-    cex = prove_groups(core, [(regs[0][0], regs[0][1] + ("rvfi_pc",)), regs[1]], outs, ("ram",), {"rst": 0})
+    cex = prove_groups(core, [(regs[0][0], regs[0][1] + ("pc_lo",)), *regs[1:]], outs, ("ram",), {"rst": 0})
     assert cex is not None and "output rvfi_pc" in cex.what
+    # the pc's bits above the RAM gated by halting instead: the cycle that stops holds them
+    cex = prove_groups(core, [regs[0], (regs[1][0], regs[1][1] + regs[2][1])], outs, ("ram",), {"rst": 0})
+    assert cex is not None and any("pc_hi" in w or "rvfi_pc" in w for w in cex.what), cex
     cex = prove_groups(core, [(regs[0][0], regs[0][1] + regs[1][1])], outs, ("ram",))
     assert cex is not None and any("halt" in w or "why" in w for w in cex.what), cex
     prover_matches_simulator(core, 5, 7, {"rst": 0}, dense=True)

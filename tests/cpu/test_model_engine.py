@@ -72,12 +72,14 @@ def test_sample_program_hi(model):
     (res,) = run_model_batch([img], RAM, build_dir=BUILD)
     assert res.console == prog.expected_output and res.halt.exit_code == prog.expected_exit
     _same([res], [ref])
-    # the frame (docs/CPU-MODEL.md 2): 5 tokens (status, pc/m_busy/halted), + 6 when something is
-    # written, + 2 for a load's word; the ecall's stopping cycle 7 (the latched conditions), the halt
-    # report 8 (its kind and cause too); no M instruction, so the M state is never emitted
+    # the frame (docs/CPU-MODEL.md 2): 2 tokens (the pc's RAM word, m_busy, halted, pc_oob), + 6 when
+    # something is written, + 2 for a load's word and lane, + 1 for a store's lane (console stores
+    # too); the ecall's stopping cycle 4 (the latched conditions), the halt report 5 (its kind and
+    # cause too); no M instruction, so the M state is never emitted
     from cpu.machine import CONSOLE_ADDR
     writes = [r.rd != 0 or (r.mem_wmask != 0 and r.mem_addr != CONSOLE_ADDR) for r in ref.records]
-    assert res.tokens == sum(5 + 6 * w + 2 * (r.mem_rmask != 0) for r, w in zip(ref.records, writes)) + 7 + 8
+    assert res.tokens == sum(2 + 6 * w + 2 * (r.mem_rmask != 0) + (r.mem_wmask != 0)
+                             for r, w in zip(ref.records, writes)) + 4 + 5
 
 
 def _teacher_forced(images, dtype=torch.float32, device="cpu", threads=1, resume_dir=None):
@@ -137,7 +139,7 @@ def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
                      "--trace", str(ours)]) == 10
         out = capsys.readouterr()
         assert out.out == "hi!\n"
-        assert "291 generated tokens" in out.err and "10.4 tokens/instruction" in out.err
+        assert "207 generated tokens" in out.err and "7.4 tokens/instruction" in out.err
         assert mode in out.err
         assert ours.read_text() == ref.read_text() and len(ours.read_text().splitlines()) == 28
 
@@ -196,8 +198,8 @@ def test_teacher_forced_names_a_divergence(model):
 
 def test_run_too_long_for_memory_is_refused(model, monkeypatch):
     """A program that runs past what the token trace and attention cache can hold in the memory
-    available (here: 10 MB at 1,000 bytes a position, so 1,666 instructions of the shortest frame,
-    6 positions with the input token) is one clear
+    available (here: 10 MB at 1,000 bytes a position, so 3,333 instructions of the shortest frame,
+    3 positions with the input token) is one clear
     error from the netlist simulator's capped run, before any model work; a program that halts
     within it runs."""
     from cpu import asm, model_engine
@@ -206,7 +208,7 @@ def test_run_too_long_for_memory_is_refused(model, monkeypatch):
 
     monkeypatch.setattr(model_engine, "_memory", lambda m: (1000, 10_000_000))
     spin = Image.from_words([asm.addi(5, 5, 1), asm.jal(0, -4)])       # never halts
-    with pytest.raises(Netlist2TFError, match=r"runs past 1,666 instructions .* more than the 0\.0 GB "
+    with pytest.raises(Netlist2TFError, match=r"runs past 3,333 instructions .* more than the 0\.0 GB "
                                               r"available; pass a smaller --max-steps"):
         check_model_batch([spin], RAM, build_dir=BUILD)
     (r,) = check_model_batch([spin], RAM, max_steps=100, dtype=torch.bfloat16, build_dir=BUILD)

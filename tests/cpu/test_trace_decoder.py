@@ -64,17 +64,20 @@ def check(compiled, images, max_steps=1_000_000):
 
 
 def test_the_frame(compiled):
-    """The frame (docs/CPU-MODEL.md 2): one status token (retired, console, halt, load, the byte lane),
-    the halt's kind and cause (1), a load's word (2), the M state while busy (13), the trap conditions
-    and the report flag once halted (2), the write group when something is written (6), pc, m_busy
-    and halted (4): 5 tokens for a cycle that neither loads nor writes, 29 at most."""
+    """The frame (docs/CPU-MODEL.md 2): no token is emitted in every frame but the pc's RAM word,
+    m_busy, halted and pc_oob (2); the halt's kind and cause (1) in the halting frame, a load's word
+    and byte lane (2), a store's lane (1), the M state while busy (13), the trap conditions and the
+    report flag once halted (2), the pc's bits above the RAM once the pc is outside it (3), the write
+    group when something is written (6): 2 tokens for a cycle that neither loads nor writes, 30 at
+    most. The gates (halt, mem_read, mem_write) are not emitted: a group's presence is its gate."""
     nl, proto, _ = compiled
     assert [p.name for p in nl.outputs] == list(MODEL_OUTPUTS)
     assert [(g.kind, g.name, len(g.chunks)) for g in proto.groups] == [
-        ("out", "halt", 1), ("out", "mem_read", 2), ("reg", "m_busy", 13), ("reg", "halted", 2), ("write", "ram", 6)]
-    assert len(proto.outputs) == 4 and len(proto.registers) == 19
-    assert len(proto.generated) == 29 and len(proto.frame_kinds(False)) == 5
-    assert proto.generated[-1] == ("reg", 18)           # the frame ends on the last pc/m_busy/halted chunk
+        ("out", "halt", 1), ("out", "mem_read", 2), ("out", "mem_write", 1), ("reg", "m_busy", 13),
+        ("reg", "halted", 2), ("reg", "pc_oob", 3), ("write", "ram", 6)]
+    assert len(proto.outputs) == 4 and len(proto.registers) == 20
+    assert len(proto.generated) == 30 and len(proto.frame_kinds(False)) == 2
+    assert proto.generated[-1] == ("reg", 19)           # the frame ends on the last pc_lo/m_busy/halted/pc_oob chunk
 
 
 def test_hazards(compiled):
@@ -121,5 +124,7 @@ def test_console_program(compiled):
 def test_decoder_needs_the_pc_register(compiled):
     nl, _, inits = compiled
     bare = keep_outputs(nl, [])
-    with pytest.raises(Netlist2TFError, match="rvfi_pc"):
+    with pytest.raises(Netlist2TFError, match="no register named pc_lo"):
         TraceDecoder(replace(bare, signals=()), inits, {})
+    with pytest.raises(Netlist2TFError, match="no register named m_count"):
+        TraceDecoder(replace(bare, signals=tuple(s for s in bare.signals if s.name != "m_count")), inits, {})
