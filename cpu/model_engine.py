@@ -12,9 +12,9 @@ bytes, the halt, and one ``Retire`` record per cycle in which an instruction ret
 
 The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``), each in a
 gated group: a load's word and byte lane (2 tokens), a store's lane (1), the halt's kind and cause
-(1); the groups' gates (``halt``, ``mem_read``, ``mem_write``) are not emitted: a group's presence is
-its gate. No token is emitted in every frame but the pc's RAM word with ``m_busy``, ``halted`` and
-``pc_oob`` (2). ``TraceDecoder`` rebuilds the rest of each record from tokens the model generates
+(1); the groups' gates (``halt``, ``mem_read``, ``mem_write``, and ``m_op_emit`` of the held M
+operand) are not emitted: a group's presence is its gate. No token is emitted in every frame but
+the pc's RAM word with ``m_busy``, ``halted``, ``pc_oob`` and ``m_op_new`` (2). ``TraceDecoder`` rebuilds the rest of each record from tokens the model generates
 anyway: pc and next pc from the pc registers' tokens, whether the instruction retires from the state
 (halted's next value, the M unit's busy flag and count), the memory (RAM, then the 32 registers)
 mirrored from the prompt and the write-port tokens (so ``insn`` is the mirrored word at pc,
@@ -46,7 +46,8 @@ KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RA
 FLOW = "macro6"
 CHUNK_BITS = 8
 # the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
-MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "mem_word", "mem_lane", "mem_read", "mem_write", "store_lane")
+MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "mem_word", "mem_lane", "mem_read", "mem_write", "store_lane",
+                 "m_op_emit")
 # The gated groups (protocol.py, docs/CPU-MODEL.md 2): emitted only in the frames where their gate is 1.
 # Registers, gated by a register's next value (z3 proves their values do not matter in a cycle that
 # starts with it at 0): the M unit's state while it is busy (a start loads it, nothing else reads
@@ -56,10 +57,15 @@ MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "mem_word", "mem_lane", "mem
 # decoder reads them only then; the gate itself is not emitted, the group's presence is its value):
 # the halt's kind and cause in the halting cycle; a load's word and byte lane (a store's word is in
 # its write tokens); a store's byte lane. And the write port's group only when something is written.
-GATED = (("m_busy", ("m_hi", "m_lo", "m_op", "m_count")), ("halted", ("why", "reported")),
+GATED = (("m_busy", ("m_hi", "m_lo", "m_count")), ("halted", ("why", "reported")),
          ("pc_oob", ("pc_hi",)),
          ("halt", ("halt_kind", "halt_cause")), ("mem_read", ("mem_word", "mem_lane")), ("mem_write", ("store_lane",)))
 GATED_WRITES = ("ram",)
+# Held groups (protocol.py, docs/CPU-MODEL.md 2): registers that change rarely, emitted only in the
+# frames whose gate output is 1 (z3 proves that gate 0 means unchanged for two cycles): the M unit's
+# operand magnitude, loaded by an M instruction's start cycle (4 of a busy frame's 17 tokens, now
+# only in the start frame and the next).
+HELD = (("m_op_emit", "m_op_new", ("m_op",)),)
 OP_LOAD, OP_STORE = 0x03, 0x23
 PC_SIGNALS = ("pc_lo", "pc_hi", "pc_oob")   # the pc's registers: its RAM word, the bits above, "above"
 # the registers the decoder reads besides the pc: whether an instruction retires is decoded from them
@@ -144,7 +150,7 @@ def model_settings():
     from netlist2tf.plan import CompileSettings
 
     return CompileSettings(layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM, outputs=MODEL_OUTPUTS,
-                           gated=GATED, gated_writes=GATED_WRITES)
+                           gated=GATED, gated_writes=GATED_WRITES, held=HELD)
 
 
 def model_protocol(netlist):

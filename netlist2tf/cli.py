@@ -176,6 +176,18 @@ def _gated(args) -> tuple:
     return tuple(groups)
 
 
+def _held(args) -> tuple:
+    """The --held options as ((gate, dirty, (member, ...)), ...)."""
+    groups = []
+    for text in args.held or ():
+        parts = text.split(":")
+        names = tuple(n.strip() for n in parts[-1].split(",") if n.strip()) if len(parts) == 3 else ()
+        if len(parts) != 3 or not parts[0].strip() or not parts[1].strip() or not names:
+            raise Netlist2TFError(f"--held {text!r}: write GATE:DIRTY:REGISTER,REGISTER,... (e.g. k_emit:k_new:k)")
+        groups.append((parts[0].strip(), parts[1].strip(), names))
+    return tuple(groups)
+
+
 def _kept(args):
     """The --keep-outputs names as a list (None: every output)."""
     if not args.keep_outputs:
@@ -199,7 +211,7 @@ def _settings(args, target):
 
     writes = tuple(n.strip() for n in (args.gated_writes or "").split(",") if n.strip())
     return CompileSettings(layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim, target=target,
-                           outputs=_kept(args), gated=_gated(args), gated_writes=writes)
+                           outputs=_kept(args), gated=_gated(args), gated_writes=writes, held=_held(args))
 
 
 def cmd_compile(args) -> int:
@@ -405,6 +417,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "after which the 1-bit register GATE is 1 (their values must not matter while it "
                             "is 0: compile proves it with z3 or shows a counterexample), or output ports "
                             "emitted only in cycles where the 1-bit output GATE is 1; docs/COMPILER.md 2")
+        p.add_argument("--held", metavar="GATE:DIRTY:REGISTER,...", action="append",
+                       help="a held group (repeatable): registers that change rarely, emitted only in cycles "
+                            "where the 1-bit output GATE is 1; GATE must be 1 in every cycle that changes "
+                            "them and the cycle after, DIRTY a 1-bit register that is 1 after a cycle that "
+                            "changed them (compile proves it with z3 or shows a counterexample); "
+                            "docs/COMPILER.md 2")
         p.add_argument("--gated-writes", metavar="MEMORY,...",
                        help="emit these memories' write tokens only in cycles where their port writes "
                             "(the frame then ends on a register token; docs/COMPILER.md 2)")

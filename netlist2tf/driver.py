@@ -24,11 +24,12 @@ def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = Fa
     from .plan import resolve_groups
 
     model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
-    kinds = [spec.kind for spec in resolve_groups(model_netlist, settings.gated, ())]
+    kinds = [spec.kind for spec in resolve_groups(model_netlist, settings.gated, (), settings.held)]
     reg = [g for g, kind in zip(settings.gated, kinds) if kind == "reg"]
     out = [g for g, kind in zip(settings.gated, kinds) if kind == "out"]
+    held_msgs = [_prove_held(model_netlist, h, log, strict) for h in settings.held]
     if not reg:
-        return None
+        return "; ".join(held_msgs) or None
     what = " ".join(f"{gate}:{','.join(group)}" for gate, group in reg)
     gates = reg[0][0] if len(reg) == 1 else "its gate"
     t0 = time.perf_counter()
@@ -47,6 +48,31 @@ def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = Fa
     msg = f"gated group {what}: proved that the group does not matter while {gates} is 0 (z3, " \
           f"{time.perf_counter() - t0:.1f} s)"
     (log or (lambda m: None))(msg)
+    return "; ".join([msg, *held_msgs])
+
+
+def _prove_held(model_netlist, held, log, strict: bool) -> str:
+    """``formal.prove_held`` for one held group (GATE, DIRTY, MEMBERS) of the settings."""
+    from .formal import prove_held
+
+    gate, dirty, members = held
+    what = f"{gate}:{dirty}:{','.join(members)}"
+    t0 = time.perf_counter()
+    try:
+        cex = prove_held(model_netlist, gate, dirty, members)
+    except Netlist2TFError as exc:
+        if strict:
+            raise
+        msg = f"warning: held group {what} is not proved ({exc}); only `netlist2tf verify` checks it"
+        (log or (lambda m: None))(msg)
+        return msg
+    if cex is not None:
+        raise Netlist2TFError(f"held group {what}: {cex}, so a skipped frame would leave a stale value in "
+                              f"the row the next frame reads. Make {gate} 1 in every cycle that changes the "
+                              f"group and in the cycle after it ({dirty} 1 after a cycle that changed it)")
+    msg = f"held group {what}: proved that the group is unchanged for two cycles while {gate} is 0 " \
+          f"(z3, {time.perf_counter() - t0:.1f} s)"
+    (log or (lambda m: None))(msg)
     return msg
 
 
@@ -58,7 +84,7 @@ def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = 
     from .assemble import write_weights
 
     step = step or (lambda what: None)
-    if prove and settings.gated:
+    if prove and (settings.gated or settings.held):
         step("proving with z3 that the gated group does not matter while its gate is 0")
         prove_gating(netlist, settings, log, strict)
     step("scheduling the netlist onto the layers and planning the model")

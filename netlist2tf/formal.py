@@ -268,6 +268,33 @@ class _Cycle:
         return e
 
 
+def _free(z3, nl: Netlist, inputs: dict | None):
+    """(input terms per net, one z3 array per memory): every input free but those ``inputs`` fixes."""
+    fixed = inputs or {}
+    unknown = set(fixed) - {p.name for p in nl.inputs}
+    if unknown:
+        raise Netlist2TFError(f"no input port(s) {', '.join(sorted(unknown))} in {nl.top}")
+    terms = {n: (z3.BitVecVal((fixed[p.name] >> i) & 1, 1) if p.name in fixed else z3.BitVec(f"in:{p.name}[{i}]", 1))
+             for p in nl.inputs for i, n in enumerate(p.bits)}
+    memories = {m.name: z3.Array(f"mem:{m.name}", z3.BitVecSort(m.abits), z3.BitVecSort(m.width))
+                for m in nl.memories}
+    return terms, memories
+
+
+def _solve(z3, formula, timeout_s: float, what: str):
+    """z3's model of ``formula``, or None when it is unsatisfiable (the property holds)."""
+    solver = z3.Solver()
+    solver.set("timeout", int(timeout_s * 1000))
+    solver.add(formula)
+    verdict = solver.check()
+    if verdict == z3.unsat:
+        return None
+    if verdict != z3.sat:
+        raise Netlist2TFError(f"z3 could not decide the {what} property ({solver.reason_unknown()}); "
+                              f"raise timeout_s (was {timeout_s} s)")
+    return solver.model()
+
+
 def _drivers(nl: Netlist) -> dict:
     out = {}
     for c in nl.cells:
@@ -353,17 +380,7 @@ def prove_groups(nl: Netlist, groups, out_groups=(), gated_writes=(), inputs: di
     if unknown_mems:
         raise Netlist2TFError(f"no memory {', '.join(sorted(unknown_mems))} in {nl.top}")
 
-    fixed = inputs or {}
-    unknown = set(fixed) - {p.name for p in nl.inputs}
-    if unknown:
-        raise Netlist2TFError(f"no input port(s) {', '.join(sorted(unknown))} in {nl.top}")
-    input_terms = {}
-    for p in nl.inputs:
-        for i, n in enumerate(p.bits):
-            input_terms[n] = (z3.BitVecVal((fixed[p.name] >> i) & 1, 1) if p.name in fixed
-                              else z3.BitVec(f"in:{p.name}[{i}]", 1))
-    memories = {m.name: z3.Array(f"mem:{m.name}", z3.BitVecSort(m.abits), z3.BitVecSort(m.width))
-                for m in nl.memories}
+    input_terms, memories = _free(z3, nl, inputs)
 
     def var(tag, n):
         return z3.BitVec(f"q{tag}:{reg_of_q[n].name}[{reg_of_q[n].q.index(n)}]", 1)
@@ -382,17 +399,83 @@ def prove_groups(nl: Netlist, groups, out_groups=(), gated_writes=(), inputs: di
             copies.append(_Cycle(z3, nl, drivers, q, input_terms, memories))
         ca, cb = copies
         claims = _claims(z3, nl, ca, cb, groups, group_regs, gate_of, reg_of_q, outs, out_gate, gated_writes)
-        solver = z3.Solver()
-        solver.set("timeout", int(timeout_s * 1000))
-        solver.add(z3.Or(*[na != nb if cond is None else z3.And(cond, na != nb) for _, cond, na, nb in claims]))
-        verdict = solver.check()
-        if verdict == z3.unsat:
-            continue
-        if verdict != z3.sat:
-            raise Netlist2TFError(f"z3 could not decide the gated-group property ({solver.reason_unknown()}); "
-                                  f"raise timeout_s (was {timeout_s} s)")
-        return _counterexample(z3, solver.model(), ca, cb, sigs, groups, claims)
+        model = _solve(z3, z3.Or(*[na != nb if cond is None else z3.And(cond, na != nb) for _, cond, na, nb in claims]),
+                       timeout_s, "gated-group")
+        if model is not None:
+            return _counterexample(z3, model, ca, cb, sigs, groups, claims)
     return None
+
+
+def prove_held(nl: Netlist, gate: str, dirty: str, group, inputs: dict | None = None,
+               timeout_s: float = 600.0):
+    """Prove what a held group (``compile --held GATE:DIRTY:REGISTER,...``) relies on. The model
+    emits the group's registers only in the frames whose 1-bit output ``gate`` is 1; a skipped frame
+    leaves the double-buffer row the next frame reads as it was written two frames before, so the
+    trace is exact when ``gate`` = 0 implies that the group's values are those of two cycles ago. With
+    ``dirty`` a 1-bit register, that follows (by induction over the cycles) from three properties of
+    one cycle, each proved for every state, memory content and input (``inputs`` held fixed):
+
+    * ``gate`` = 0 implies every register of the group keeps its value;
+    * ``gate`` = 0 implies ``dirty`` = 0 (the last cycle kept them: the next property, one cycle back);
+    * ``dirty``'s next value 0 implies every register of the group keeps its value.
+
+    Returns None when proved, else a Counterexample (``what``: the property that fails; ``values``:
+    the state's group, gate and dirty values, both entries the state's and the next cycle's)."""
+    import z3
+
+    sigs = {s.name: s.bits for s in nl.signals}
+    outs = {p.name: p for p in nl.outputs}
+    reg_of_q = {n: r for r in nl.registers for n in r.q}
+    if gate not in outs or len(outs[gate].bits) != 1:
+        raise Netlist2TFError(f"{gate} must be a 1-bit output (the gate of a held group)")
+    if dirty not in sigs or len(sigs[dirty]) != 1 or sigs[dirty][0] not in reg_of_q:
+        raise Netlist2TFError(f"{dirty} must be a 1-bit register (the dirty bit of a held group)")
+    for name in group:
+        if name not in sigs:
+            raise Netlist2TFError(f"no signal named {name} in {nl.top}")
+    nets = [n for name in group for n in sigs[name] if n in reg_of_q]
+    if not nets:
+        raise Netlist2TFError(f"the group {', '.join(group)} must be registers")
+    input_terms, memories = _free(z3, nl, inputs)
+    q = {n: z3.BitVec(f"q:{reg_of_q[n].name}[{reg_of_q[n].q.index(n)}]", 1) for n in reg_of_q}
+    cyc = _Cycle(z3, nl, _drivers(nl), q, input_terms, memories)
+
+    def nxt(n):
+        r = reg_of_q[n]
+        i = r.q.index(n)
+        return z3.Extract(i, i, cyc.next_value(r))
+    changed = z3.Or(*[nxt(n) != q[n] for n in nets])
+    g, d = cyc.bit(outs[gate].bits[0]), q[sigs[dirty][0]]
+    props = [(f"the group changes in a cycle where {gate} is 0", z3.And(g == 0, changed)),
+             (f"{dirty} is 1 in a cycle where {gate} is 0", z3.And(g == 0, d == 1)),
+             (f"the group changes in a cycle after which {dirty} is 0", z3.And(nxt(sigs[dirty][0]) == 0, changed))]
+    for what, bad in props:
+        model = _solve(z3, bad, timeout_s, "held-group")
+        if model is None:
+            continue
+
+        def val(term):
+            return model.eval(term, model_completion=True).as_long()
+
+        def bits(name):
+            return [n for n in sigs[name] if n in q]
+        values = {name: (val(cyc.word(bits(name))), sum(val(nxt(n)) << i for i, n in enumerate(bits(name))))
+                  for name in (*group, dirty)}
+        values[gate] = (val(g),)
+        return HeldCounterexample(what, values)
+    return None
+
+
+@dataclass(frozen=True)
+class HeldCounterexample:
+    """A state that breaks a held group's promise: ``what`` the property; ``values`` the group's
+    registers and the dirty bit as (this cycle, next cycle), the gate as (this cycle,)."""
+    what: str
+    values: dict
+
+    def __str__(self):
+        shown = "; ".join(f"{k} = {v[0]:#x}" + (f" -> {v[1]:#x}" if len(v) > 1 else "") for k, v in self.values.items())
+        return f"{self.what} ({shown})"
 
 
 def _claims(z3, nl, ca, cb, groups, group_regs, gate_of, reg_of_q, outs, out_gate, gated_writes) -> list:

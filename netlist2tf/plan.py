@@ -34,8 +34,11 @@ class CompileSettings:
     dropped); ``gated``: groups ((GATE, (MEMBER, ...)), ...) by signal name, emitted only in the
     frames where GATE is 1 (protocol.py): registers gated by a 1-bit register's next value (proved
     harmless by the driver), or output ports gated by a 1-bit output; ``gated_writes``: memories
-    whose write group is emitted only when their port writes. A single (GATE, (REGISTER, ...)) is
-    taken as one group."""
+    whose write group is emitted only when their port writes; ``held``: groups ((GATE, DIRTY,
+    (REGISTER, ...)), ...) of registers that change rarely, emitted only in the frames where the
+    1-bit output GATE is 1 (protocol.py "held"; the driver proves that GATE 0 means unchanged for two
+    cycles, DIRTY being a 1-bit register that is 1 after a cycle that changed them). A single
+    (GATE, (REGISTER, ...)) is taken as one group."""
     layers: int = 11
     chunk_bits: int = 8
     head_dim: int = 64
@@ -43,6 +46,7 @@ class CompileSettings:
     outputs: tuple[str, ...] | None = None
     gated: tuple = ()
     gated_writes: tuple[str, ...] = ()
+    held: tuple = ()
 
     def __post_init__(self):
         if self.outputs is not None:
@@ -52,12 +56,15 @@ class CompileSettings:
             gated = (gated,)                     # one group given as (GATE, MEMBERS)
         object.__setattr__(self, "gated", tuple((str(g), tuple(str(m) for m in members)) for g, members in gated))
         object.__setattr__(self, "gated_writes", tuple(self.gated_writes or ()))
+        object.__setattr__(self, "held", tuple((str(g), str(d), tuple(str(m) for m in members))
+                                               for g, d, members in (self.held or ())))
 
     def record(self) -> dict:
         """The settings as compile.json records them (JSON-able; the target by name and source)."""
         return {"layers": self.layers, "chunk_bits": self.chunk_bits, "head_dim": self.head_dim,
                 "keep_outputs": None if self.outputs is None else list(self.outputs),
                 "gated": [[g, list(m)] for g, m in self.gated], "gated_writes": list(self.gated_writes),
+                **({"held": [[g, d, list(m)] for g, d, m in self.held]} if self.held else {}),
                 **({"target": {"name": self.target.name, "source": self.target.source}} if self.target else {})}
 
 
@@ -118,10 +125,11 @@ class ModelPlan:
                 "depth": self.schedule.depth, "layers": self.target.num_layers, "vocab_size": self.protocol.vocab_size}
 
 
-def resolve_groups(netlist: Netlist, gated=(), gated_writes=()) -> tuple[GroupSpec, ...]:
-    """The ``GroupSpec``s of ``CompileSettings.gated``/``gated_writes`` on ``netlist`` (names are
-    signal names): a group of registers is gated by a 1-bit register's next value (its D net), a
-    group of output ports by a 1-bit output's net, a memory's write group by its write enable.
+def resolve_groups(netlist: Netlist, gated=(), gated_writes=(), held=()) -> tuple[GroupSpec, ...]:
+    """The ``GroupSpec``s of ``CompileSettings.gated``/``gated_writes``/``held`` on ``netlist``
+    (names are signal names): a group of registers is gated by a 1-bit register's next value (its D
+    net), a group of output ports by a 1-bit output's net, a memory's write group by its write
+    enable, a held group of registers by a 1-bit output's net (with its dirty register named).
     Raises Netlist2TFError naming a member or gate that does not fit."""
     sigs = {s.name: s.bits for s in netlist.signals}
     outs = {p.name: p.bits for p in netlist.outputs}
@@ -160,6 +168,27 @@ def resolve_groups(netlist: Netlist, gated=(), gated_writes=()) -> tuple[GroupSp
                                       + (" (nor an output port)" if outs else ""))
             raise Netlist2TFError(f"gated group {gate}: its members mix registers and outputs; a group is "
                                   f"all registers or all output ports")
+    for gate, dirty, members in held:
+        if not members:
+            raise Netlist2TFError(f"held group {gate}: name at least one member")
+        if gate not in outs or len(outs[gate]) != 1 or outs[gate][0] in (CONST0, CONST1, CONSTX):
+            raise Netlist2TFError(f"held group {gate}: the gate must be a 1-bit output port of {netlist.top} "
+                                  f"(kept among the outputs), 1 in the cycles that change the group and the "
+                                  f"cycles after them")
+        if not is_reg(dirty) or len(sigs[dirty]) != 1 or dirty in members:
+            raise Netlist2TFError(f"held group {gate}: the dirty bit {dirty!r} must be a 1-bit register outside "
+                                  f"the group (1 after a cycle that changed it)")
+        bad = [m for m in members if not is_reg(m)]
+        if bad:
+            raise Netlist2TFError(f"held group {gate}: {bad[0]!r} is not a register of {netlist.top}")
+        init_of = {q: (r.init >> i) & 1 for r in netlist.registers for i, q in enumerate(r.q)}
+        nets = tuple(n for name in members for n in reg_nets(name))
+        if any(init_of.get(n, 0) for n in nets) and not init_of.get(sigs[dirty][0], 0):
+            # the prompt writes the initial values into one double-buffer row only: a group that does
+            # not start at 0 must be emitted in the first frame, which a dirty bit starting at 1 forces
+            raise Netlist2TFError(f"held group {gate}: its registers do not start at 0, so the dirty bit "
+                                  f"{dirty} must start at 1 (or the registers at 0)")
+        specs.append(GroupSpec("reg", gate, outs[gate][0], nets, hold=dirty))
     mems = {m.name: m for m in netlist.memories}
     for name in gated_writes:
         m = mems.get(name)
@@ -174,7 +203,8 @@ def trace_protocol(netlist: Netlist, settings: CompileSettings) -> TraceProtocol
     """The trace protocol of ``netlist`` (already only the kept outputs) under ``settings``: what
     ``plan_model`` lays the model out for and what a checkpoint's ``trace_protocol.json`` must equal."""
     return TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, settings.chunk_bits,
-                                      resolve_groups(netlist, settings.gated, settings.gated_writes))
+                                      resolve_groups(netlist, settings.gated, settings.gated_writes,
+                                                     settings.held))
 
 
 def reachable_banks(mem, port: int, slots: int) -> list[int]:

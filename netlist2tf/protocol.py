@@ -24,6 +24,12 @@ frames whose gate net is 1; a group is
 * ``reg``: registers (packed on their own, first among the registers), gated by a 1-bit register's
   next value: the design promises that their values do not matter in a cycle that starts with that
   register at 0 (the model then holds stale values for them; ``netlist2tf.formal`` proves it);
+* ``reg`` *held* (``hold`` names a dirty register): registers that change rarely but are read,
+  gated by a 1-bit output (not emitted either): the design promises that a cycle with the gate at 0
+  leaves them unchanged and follows a cycle that left them unchanged, so the double-buffer row the
+  next frame reads (written two frames before) holds their value (``netlist2tf.formal.prove_held``:
+  gate 0 implies no change and the dirty register at 0; the dirty register's next value 0 implies
+  no change);
 * ``write``: a memory's write port group (its MA and MD chunks), gated by its write enable: a frame
   that writes nothing emits none of it. Then the ports come before the ungated registers, whose
   last chunk commits the writes: a skipped group leaves the gathered fields of the last group
@@ -88,12 +94,19 @@ class Group:
     """Chunks emitted only in frames whose ``gate`` net is 1 (module docstring): ``kind`` is "out",
     "reg" or "write"; ``name`` the gate's signal (out/reg) or the memory (write); ``members`` the
     output ports, register state names ("reg:NAME") or the memory; ``chunks`` (kind, index) in
-    frame order."""
+    frame order; ``hold``: for a held group (kind "reg"), its dirty register's name ("" otherwise):
+    then ``name`` is its gate, a 1-bit output port, and the promise is "unchanged while skipped"."""
     kind: str
     name: str
     gate: int
     members: tuple[str, ...]
     chunks: tuple[tuple[str, int], ...]
+    hold: str = ""
+
+    @property
+    def gate_is_output(self) -> bool:
+        """The gate is an output port, not emitted: its value is the group's presence."""
+        return self.kind == OUT or bool(self.hold)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +114,13 @@ class GroupSpec:
     """A gated group as ``from_netlist`` takes it: ``kind`` "out" (``members``: output port names,
     ``gate``: the net of a 1-bit output outside every group), "reg" (``members``: register output
     nets, ``gate``: a 1-bit register's next value) or "write" (``members``: (memory name,), ``gate``:
-    its write enable net); ``name`` labels it."""
+    its write enable net); ``name`` labels it. ``hold`` (a "reg" group): the dirty register of a
+    held group, whose ``gate`` is then a 1-bit output's net and ``name`` that output."""
     kind: str
     name: str
     gate: int
     members: tuple
+    hold: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +168,7 @@ class TraceProtocol:
                 grouped_out[name] = g.name
         # An output group's gate port is not emitted: the host reads its value off the frame (1 where
         # the group's chunks are there), so its bit would be redundant.
-        gate_ports = {g.name for g in out_groups}
+        gate_ports = {g.name for g in groups if g.kind == "out" or (g.kind == "reg" and g.hold)}
         for name in sorted(gate_ports & set(grouped_out)):
             raise Netlist2TFError(f"output {name} gates a group and is in the gated group {grouped_out[name]}: a "
                                   f"gate's value is the presence of its group, it cannot be skipped itself")
@@ -171,7 +186,7 @@ class TraceProtocol:
                 if p.name in g.members:
                     for n in p.bits:
                         if n not in (CONST0, CONST1, CONSTX) and n not in seen and n not in own and \
-                            n not in {h.gate for h in out_groups}:
+                            n not in {h.gate for h in groups if h.name in gate_ports}:
                             own[n] = str(netlist.nets[n])
             if not own:
                 raise Netlist2TFError(f"gated group {g.name}: its outputs have no bits of their own to skip")
@@ -237,7 +252,8 @@ class TraceProtocol:
             elif g.kind not in ("out", "reg"):
                 raise ValueError(g.kind)
         made = tuple(Group(g.kind, g.name, g.gate, tuple(g.members) if g.kind != "reg" else
-                           tuple(name for name, q in ordered if set(q) <= set(g.members)), group_chunks[g.name])
+                           tuple(name for name, q in ordered if set(q) <= set(g.members)), group_chunks[g.name],
+                           g.hold)
                      for g in groups)
         proto = TraceProtocol(chunk_bits, chunks(IN, ins), out_chunks, reg_chunks,
                               tuple((n, len(s)) for n, s in ins),
@@ -554,8 +570,8 @@ class TraceProtocol:
             raise TraceError(f"cycle {cycle}: {len(fields)} generated tokens, the frame ended after {pos}")
         net_value = {CONST0: 0, CONST1: 1, CONSTX: 0}
         for k, g in enumerate(self.groups):
-            if g.kind == OUT:
-                net_value[g.gate] = present[k]          # an output group's gate: its presence
+            if g.gate_is_output:
+                net_value[g.gate] = present[k]          # an output gate (not emitted): its presence
         for c in self.outputs:
             if (OUT, c.index) in values:
                 net_value.update({n: (values[(OUT, c.index)] >> i) & 1 for i, n in enumerate(c.bits)})
@@ -628,7 +644,8 @@ class TraceProtocol:
                "write_ports": [{"memory": p.memory, "ma": list(p.ma), "md": list(p.md),
                                 "addr_width": p.addr_width, "data_width": p.data_width} for p in self.ports],
                "groups": [{"kind": g.kind, "name": g.name, "gate_net": g.gate, "members": list(g.members),
-                           "chunks": [list(k) for k in g.chunks]} for g in self.groups],
+                           "chunks": [list(k) for k in g.chunks], **({"hold": g.hold} if g.hold else {})}
+                          for g in self.groups],
                "frame_order": [list(k) for k in self.generated],
                "frame": "IN chunks (host), then the generated chunks of frame_order; a group's chunks "
                         "only when its gate net is 1; token id = first_token[parity] + value; parity "
@@ -663,7 +680,8 @@ class TraceProtocol:
                                 int(p["data_width"])) for p in doc["write_ports"]),
                 tuple(Group(str(g["kind"]), str(g["name"]), int(g["gate_net"]),
                             tuple(str(m) for m in g["members"]),
-                            tuple((str(k), int(j)) for k, j in g["chunks"])) for g in doc["groups"]))
+                            tuple((str(k), int(j)) for k, j in g["chunks"]), str(g.get("hold", "")))
+                      for g in doc["groups"]))
             consistent = (proto.vocab_size == doc["vocab_size"] and proto.tokens_per_cycle == doc["tokens_per_cycle"]
                           and [list(k) for k in proto.generated] == doc["frame_order"]
                           and all(c["first_token"] == [proto._base(k, c["chunk"], 0), proto._base(k, c["chunk"], 1)]

@@ -514,3 +514,47 @@ def test_design_without_inputs_runs_by_stock_generate(tmp_path, build_dir):
     counts = [protocol.decode_frame(k, rows[0][len(prompt) + k * protocol.tokens_per_cycle:][
         :protocol.tokens_per_cycle])[0]["count"] for k in range(4)]
     assert counts == [5, 28, 143, 206]          # hand-checked: x -> 5x + 3 mod 256 from 5
+
+
+HELD_MACHINE = ["--held", "k_emit:k_new:k"]
+
+
+def test_held_group(tmp_path, build_dir, capsys):
+    """A held group (``--held``): the register k is read every cycle but emitted only in the cycles
+    that load it and the ones after (its gate k_emit, not emitted itself); the frames that skip it
+    leave the double-buffer row written two frames before, and the model still equals the netlist
+    simulator on every emitted token, prefilled and token by token, and teacher-forced."""
+    from netlist2tf.verify import verify_teacher_forced
+
+    out = tmp_path / "hm"
+    assert cli.main(["compile", "tests/designs/unusual.py:HeldMachine", "--layers", "4", *HELD_MACHINE,
+                     "--out", str(out), "--build-dir", str(build_dir)]) == 0
+    assert "proved that the group is unchanged for two cycles while k_emit is 0" in capsys.readouterr().err
+    model, protocol, netlist, inits, meta = load_checkpoint(out, torch.float32)
+    assert [(g.kind, g.name, g.hold) for g in protocol.groups] == [("reg", "k_emit", "k_new")]
+    assert not any(name.split("[")[0] == "k_emit" for c in protocol.outputs for name in c.names)
+    for prefill in (True, False):
+        div, run = verify_model(model, protocol, netlist, inits, 80, 2, 7, prefill)
+        assert div is None, str(div)
+        held = [g[0] for row in run.groups for g in row]
+        assert any(held) and not all(held)
+        assert all(o["k_emit"] == g[0] for o, g in zip(run.outputs[0], run.groups[0]))
+    div, checked = verify_teacher_forced(model, protocol, netlist, inits, 80, 2, 7)
+    assert div is None, str(div)
+
+
+@pytest.mark.parametrize("held,what", [
+    ("k_emit:k_new:acc", "the group changes in a cycle where k_emit is 0"),     # acc changes every cycle
+    ("load_gate:k_new:k", "gate must be a 1-bit output"),                        # no such output
+    ("k_emit:acc:k", "dirty bit 'acc' must be a 1-bit register"),
+    ("k_emit:k", "write GATE:DIRTY:REGISTER"),
+])
+def test_a_broken_held_group_is_refused(held, what, tmp_path, capsys, build_dir):
+    """A held group whose promise fails (acc changes while k_emit is 0: z3's counterexample), or that
+    names what cannot be a gate or a dirty bit: one clear error, exit 2, nothing written."""
+    out = tmp_path / "hm"
+    assert cli.main(["compile", "tests/designs/unusual.py:HeldMachine", "--layers", "4", "--held", held,
+                     "--out", str(out), "--build-dir", str(build_dir)]) == 2
+    err = capsys.readouterr().err
+    assert what in err and "Traceback" not in err
+    assert not out.exists()

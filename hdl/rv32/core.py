@@ -31,7 +31,8 @@ in ``cpu/machine.py``; this core implements it:
   and the masks; cpu/model_engine.py); ``mem_read`` is 1 when the instruction is a load (the model
   emits ``mem_word`` and ``mem_lane`` only then: a store's word is in its write tokens);
   ``mem_write`` is 1 when it is a store, ``store_lane`` its byte lane (0 otherwise: the model emits it
-  only for stores).
+  only for stores); ``m_op_emit`` is 1 in the cycles where the M unit's held operand ``m_op`` was
+  loaded in this cycle or the last one (the gate of the model's held group).
 """
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
@@ -82,7 +83,7 @@ class Core(wiring.Component):
             "halt": Out(1), "halt_kind": Out(2), "halt_cause": Out(4), "halt_code": Out(32),
             "halted": Out(1),
             "mem_word": Out(((ram_size // 4) - 1).bit_length()), "mem_lane": Out(2), "mem_read": Out(1),
-            "mem_write": Out(1), "store_lane": Out(2),
+            "mem_write": Out(1), "store_lane": Out(2), "m_op_emit": Out(1),
         })
 
     def elaborate(self, platform):
@@ -180,7 +181,12 @@ class Core(wiring.Component):
         m_count = Signal(range(M_STEPS + 1))
         m_hi = Signal(32)
         m_lo = Signal(32)
-        m_op = Signal(32)        # the magnitude held for the steps: multiplicand / divisor
+        # the magnitude held for the steps (multiplicand / divisor): loaded only by an M instruction's
+        # start cycle (reset_less: not by rst either), so the compiled model emits it only in that
+        # frame and the next one (a held group: cpu/model_engine.HELD). ``m_op_new``: it was loaded
+        # in the last cycle; ``m_op_emit`` (an output) = loaded now or then.
+        m_op = Signal(32, reset_less=True)
+        m_op_new = Signal(reset_less=True)
         m_done = Signal()
         m_res = Signal(32)
         m.d.comb += m_done.eq(m_busy & (m_count == M_STEPS))
@@ -372,6 +378,9 @@ class Core(wiring.Component):
                      pc_hi.eq(Mux(stop, pc_hi, next_pc[2 + abits:])),
                      pc_oob.eq(Mux(stop, pc_oob, next_pc[2 + abits:] != 0))]
 
+        m_start = ~halted & (is_mul | is_div) & ~m_busy
+        m.d.sync += m_op_new.eq(m_start)
+        m.d.comb += self.m_op_emit.eq(m_start | m_op_new)
         with m.If(~halted & (is_mul | is_div)):
             with m.If(~m_busy):
                 m.d.sync += [m_busy.eq(1), m_count.eq(0)]

@@ -21,8 +21,7 @@ def test_core_fits_eleven_layers(build_dir):
     # one memory (RAM + registers): fetch and the constant-address a7/a0 reads in layer 1, rs1/rs2
     # in 2, the load port in 4
     assert list(reads) == ["ram"] and sorted(reads["ram"]) == [1, 1, 1, 2, 2, 4]
-    # balanced FFN widths: the widest layer within 1.65x the mean of layers 2.. (unbalanced: 2.6x;
-    # 1.48x before issue 18's pc split, 1.60x after it: a shifter's slice lands in layer 4, which the
-    # balancer does not move)
+    # balanced FFN widths: the widest layer within 1.6x the mean of layers 2.. (unbalanced: 2.6x;
+    # 1.51x now, 1.48x-1.60x over issue 18's HDL edits: abc's mapping moves slices between layers)
     logic = [n for n in s.neurons[:LAYERS - 1] if n]
-    assert max(logic) <= 1.65 * sum(logic[2:]) / len(logic[2:])
+    assert max(logic) <= 1.6 * sum(logic[2:]) / len(logic[2:])

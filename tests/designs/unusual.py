@@ -142,3 +142,26 @@ class GatedMachine(wiring.Component):
         m.d.comb += [self.busy.eq(busy), self.done.eq(done), self.p.eq(result), self.rd.eq(rp.data),
                      self.err.eq(err), self.code_o.eq(Mux(err, code, 0))]
         return m
+
+
+class HeldMachine(wiring.Component):
+    """A register that changes rarely but is read every cycle (a held group's case, the compiler's
+    tests): ``k`` is loaded from ``a`` when ``load`` is 1 and added into ``acc`` every cycle. A held
+    group needs what the design gives: ``k_new`` (1 after a cycle that loaded ``k``) and the gate
+    ``k_emit`` = ``load`` | ``k_new``. ``k`` and ``k_new`` ignore the reset, which would change ``k``
+    without ``load``."""
+    load: In(1)
+    a: In(8)
+    acc_o: Out(12)
+    k_emit: Out(1)
+
+    def elaborate(self, platform):
+        m = Module()
+        k = Signal(8, name="k", reset_less=True)
+        k_new = Signal(name="k_new", reset_less=True)
+        acc = Signal(12, name="acc", attrs={"keep": 1})     # named in the netlist (it drives acc_o)
+        m.d.sync += [acc.eq(acc + k), k_new.eq(self.load)]
+        with m.If(self.load):
+            m.d.sync += k.eq(self.a)
+        m.d.comb += [self.acc_o.eq(acc), self.k_emit.eq(self.load | k_new)]
+        return m
