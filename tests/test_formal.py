@@ -28,7 +28,9 @@ def test_a_group_that_matters_gives_a_counterexample(serial):
     """``p`` (the result register) is read by an output while idle: the counterexample says so, with
     the two copies' values, and those values really do give different outputs on the simulator."""
     cex = prove_gated(serial, "busy", GROUP + ["p"])
-    assert cex is not None and cex.what == ("output p",)
+    # z3 may pick a state where p's next value differs too (busy's next 1): which extras it names
+    # depends on the solver's state in the worker process, so only "output p" is required
+    assert cex is not None and "output p" in cex.what and all(w.endswith(" p") or "register p" in w for w in cex.what)
     pa, pb = cex.values["p"]
     assert pa != pb and cex.values["output p"] == (pa, pb)
     assert "output p differ(s)" in str(cex)
