@@ -61,6 +61,10 @@ GATED = (("m_busy", ("m_hi", "m_lo", "m_count")), ("halted", ("why", "reported")
          ("pc_oob", ("pc_hi",)),
          ("halt", ("halt_kind", "halt_cause")), ("mem_read", ("mem_word", "mem_lane")), ("mem_write", ("store_lane",)))
 GATED_WRITES = ("ram",)
+# Folded writes (protocol.py "fold"): a written word's data only up to its highest non-zero byte (the
+# port's first token clears the rest, which commit as 0: exact by construction). A register write of
+# a value < 256 costs 3 tokens of data and address instead of 6.
+FOLDED_WRITES = ("ram",)
 # Held groups (protocol.py, docs/CPU-MODEL.md 2): registers that change rarely, emitted only in the
 # frames whose gate output is 1 (z3 proves that gate 0 means unchanged for two cycles): the M unit's
 # operand magnitude, loaded by an M instruction's start cycle (4 of a busy frame's 17 tokens, now
@@ -150,7 +154,7 @@ def model_settings():
     from netlist2tf.plan import CompileSettings
 
     return CompileSettings(layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM, outputs=MODEL_OUTPUTS,
-                           gated=GATED, gated_writes=GATED_WRITES, held=HELD)
+                           gated=GATED, gated_writes=GATED_WRITES, held=HELD, folded_writes=FOLDED_WRITES)
 
 
 def model_protocol(netlist):

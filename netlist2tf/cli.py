@@ -210,8 +210,10 @@ def _settings(args, target):
     from .plan import CompileSettings
 
     writes = tuple(n.strip() for n in (args.gated_writes or "").split(",") if n.strip())
+    folded = tuple(n.strip() for n in (args.folded_writes or "").split(",") if n.strip())
     return CompileSettings(layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim, target=target,
-                           outputs=_kept(args), gated=_gated(args), gated_writes=writes, held=_held(args))
+                           outputs=_kept(args), gated=_gated(args), gated_writes=writes, held=_held(args),
+                           folded_writes=folded)
 
 
 def cmd_compile(args) -> int:
@@ -426,6 +428,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--gated-writes", metavar="MEMORY,...",
                        help="emit these memories' write tokens only in cycles where their port writes "
                             "(the frame then ends on a register token; docs/COMPILER.md 2)")
+        p.add_argument("--folded-writes", metavar="MEMORY,...",
+                       help="emit these memories' write data only up to the word's highest non-zero "
+                            "chunk: a skipped chunk is written as 0 (exact by construction, no proof; "
+                            "the frame then ends on a register token; docs/COMPILER.md 2)")
         p.add_argument("--out", help=out_help)
         p.add_argument("--build-dir", default=None, help=build_help)
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")

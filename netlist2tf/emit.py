@@ -78,6 +78,7 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
         write_tokenizer(compiled.protocol, tmp, netlist)
         names = token_names(compiled.protocol, netlist)    # the initial state as a stock user types it
         held = compiled.plan.settings.held if compiled.plan is not None else ()
+        folded = compiled.plan.settings.folded_writes if compiled.plan is not None else ()
         prompt = compiled.protocol.initial_tokens(compiled.initial_registers, compiled.initial_memory)
         (tmp / "prompt.txt").write_text(" ".join(names[t] for t in prompt) + "\n")
         meta = {"format": FORMAT, "chunk_bits": compiled.protocol.chunk_bits,
@@ -88,6 +89,7 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
                 "outputs": None if compiled.outputs is None else list(compiled.outputs),
                 "gated": [[g, list(m)] for g, m in compiled.gated], "gated_writes": list(compiled.gated_writes),
                 **({"held": [[g, d, list(m)] for g, d, m in held]} if held else {}),
+                **({"folded_writes": list(folded)} if folded else {}),
                 "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
@@ -119,7 +121,8 @@ def trace_side(folder, meta: dict, sealed=SEALED):
             netlist = keep_outputs(netlist, meta["outputs"])
         derived = trace_protocol(netlist, CompileSettings(chunk_bits=meta["chunk_bits"], gated=meta["gated"],
                                                           gated_writes=meta["gated_writes"],
-                                                          held=meta.get("held", ())))
+                                                          held=meta.get("held", ()),
+                                                          folded_writes=meta.get("folded_writes", ())))
     except (KeyError, TypeError, ValueError) as exc:
         raise Netlist2TFError(f"{folder}/compile.json lacks or garbles {exc}; write the checkpoint again")
     if derived != protocol:

@@ -15,7 +15,7 @@ scripts all make one and call ``netlist2tf.driver.compile_netlist``).
 from dataclasses import dataclass, field
 
 from .errors import Netlist2TFError
-from .gadgets.ffn_threshold import Neuron
+from .gadgets.ffn_threshold import Neuron, threshold_gate
 from .gadgets.layout import ResidualLayout
 from .graph import keep_outputs
 from .ir import CONST0, CONST1, CONSTX, Netlist
@@ -37,8 +37,10 @@ class CompileSettings:
     whose write group is emitted only when their port writes; ``held``: groups ((GATE, DIRTY,
     (REGISTER, ...)), ...) of registers that change rarely, emitted only in the frames where the
     1-bit output GATE is 1 (protocol.py "held"; the driver proves that GATE 0 means unchanged for two
-    cycles, DIRTY being a 1-bit register that is 1 after a cycle that changed them). A single
-    (GATE, (REGISTER, ...)) is taken as one group."""
+    cycles, DIRTY being a 1-bit register that is 1 after a cycle that changed them); ``folded_writes``:
+    memories whose port's data chunks after the first are emitted only up to the word's highest
+    non-zero chunk (protocol.py "fold": exact by construction). A single (GATE, (REGISTER, ...)) is
+    taken as one group."""
     layers: int = 11
     chunk_bits: int = 8
     head_dim: int = 64
@@ -47,6 +49,7 @@ class CompileSettings:
     gated: tuple = ()
     gated_writes: tuple[str, ...] = ()
     held: tuple = ()
+    folded_writes: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.outputs is not None:
@@ -56,6 +59,7 @@ class CompileSettings:
             gated = (gated,)                     # one group given as (GATE, MEMBERS)
         object.__setattr__(self, "gated", tuple((str(g), tuple(str(m) for m in members)) for g, members in gated))
         object.__setattr__(self, "gated_writes", tuple(self.gated_writes or ()))
+        object.__setattr__(self, "folded_writes", tuple(self.folded_writes or ()))
         object.__setattr__(self, "held", tuple((str(g), str(d), tuple(str(m) for m in members))
                                                for g, d, members in (self.held or ())))
 
@@ -65,6 +69,7 @@ class CompileSettings:
                 "keep_outputs": None if self.outputs is None else list(self.outputs),
                 "gated": [[g, list(m)] for g, m in self.gated], "gated_writes": list(self.gated_writes),
                 **({"held": [[g, d, list(m)] for g, d, m in self.held]} if self.held else {}),
+                **({"folded_writes": list(self.folded_writes)} if self.folded_writes else {}),
                 **({"target": {"name": self.target.name, "source": self.target.source}} if self.target else {})}
 
 
@@ -80,6 +85,7 @@ class HeadPlan:
     value_pairs: tuple[tuple[int, int], ...]
     out_pairs: tuple[tuple[int, int], ...]
     write_enable: int | None = None
+    clear: int | None = None        # a channel that writes this head's word as all 0 (a folded chunk's)
 
 
 @dataclass(frozen=True)
@@ -125,11 +131,12 @@ class ModelPlan:
                 "depth": self.schedule.depth, "layers": self.target.num_layers, "vocab_size": self.protocol.vocab_size}
 
 
-def resolve_groups(netlist: Netlist, gated=(), gated_writes=(), held=()) -> tuple[GroupSpec, ...]:
-    """The ``GroupSpec``s of ``CompileSettings.gated``/``gated_writes``/``held`` on ``netlist``
-    (names are signal names): a group of registers is gated by a 1-bit register's next value (its D
-    net), a group of output ports by a 1-bit output's net, a memory's write group by its write
-    enable, a held group of registers by a 1-bit output's net (with its dirty register named).
+def resolve_groups(netlist: Netlist, gated=(), gated_writes=(), held=(), folded_writes=()) -> tuple[GroupSpec, ...]:
+    """The ``GroupSpec``s of ``CompileSettings.gated``/``gated_writes``/``held``/``folded_writes`` on
+    ``netlist`` (names are signal names): a group of registers is gated by a 1-bit register's next
+    value (its D net), a group of output ports by a 1-bit output's net, a memory's write group by its
+    write enable, a held group of registers by a 1-bit output's net (with its dirty register named),
+    a memory's folded data chunks by the OR of their bits (no gate net).
     Raises Netlist2TFError naming a member or gate that does not fit."""
     sigs = {s.name: s.bits for s in netlist.signals}
     outs = {p.name: p.bits for p in netlist.outputs}
@@ -196,6 +203,12 @@ def resolve_groups(netlist: Netlist, gated=(), gated_writes=(), held=()) -> tupl
             raise Netlist2TFError(f"gated writes: {name!r} is not a written memory of {netlist.top} "
                                   f"(written memories: {', '.join(sorted(k for k, v in mems.items() if v.write_ports)) or 'none'})")
         specs.append(GroupSpec("write", name, m.write_ports[0].enable[0], (name,)))
+    for name in folded_writes:
+        m = mems.get(name)
+        if m is None or not m.write_ports:
+            raise Netlist2TFError(f"folded writes: {name!r} is not a written memory of {netlist.top} "
+                                  f"(written memories: {', '.join(sorted(k for k, v in mems.items() if v.write_ports)) or 'none'})")
+        specs.append(GroupSpec("fold", name, -1, (name,)))
     return tuple(specs)
 
 
@@ -204,7 +217,7 @@ def trace_protocol(netlist: Netlist, settings: CompileSettings) -> TraceProtocol
     ``plan_model`` lays the model out for and what a checkpoint's ``trace_protocol.json`` must equal."""
     return TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, settings.chunk_bits,
                                       resolve_groups(netlist, settings.gated, settings.gated_writes,
-                                                     settings.held))
+                                                     settings.held, settings.folded_writes))
 
 
 def reachable_banks(mem, port: int, slots: int) -> list[int]:
@@ -322,7 +335,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     emit_chunks = list(proto.generated)
     kept = {d_of_q[n] if kind == REG else n for kind, idx in emit_chunks
             for n in proto.chunks_of(kind)[idx].bits}
-    kept |= {g.gate for g in proto.groups}      # read by the last FFN: which token follows a branch
+    kept |= {g.gate for g in proto.groups if g.gate >= 0}   # read by the last FFN: which token follows a branch
     pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
 
     # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
@@ -380,27 +393,30 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     # (the first group whose gate is 1, else the first ungated chunk after them); each candidate's
     # neurons select its chunk's bits and its emit pair under its gate literals, and flip the emit
     # parity for a register chunk among output or write chunks (those carry the frame's parity).
+    # A fold group's gate is the OR of its bits: "off" subtracts them, "on" is a threshold over
+    # them (two neurons), dropped for the chunk's own bits, each of which implies it.
     slot = 0
     for cands in branches:
         mixed = len({k == REG for (k, _), _ in cands}) > 1
         for (chunk_kind, conds) in cands:
             br = P("emitbr", slot)[0]
             slot += 1
-            lits = tuple((layout.pair(pairs[proto.groups[g].gate])[0 if on else 1], 1) for g, on in conds)
+            ands, minus, ors = _condition_terms(proto, layout, pairs, conds)
             chunk = proto.chunks_of(chunk_kind[0])[chunk_kind[1]]
             for i, net in enumerate(chunk.bits):
                 net, ev = (d_of_q[net] if chunk_kind[0] == REG else net), P("ev", i)
+                outs = ((ev[0], 1), (ev[1], -1))
                 if net == CONST1:
-                    select.append(Neuron(((br, 1),) + lits, -len(lits), ((ev[0], 1), (ev[1], -1))))
+                    select += _when((br,) + ands, minus, ors, outs)
                 elif net not in (CONST0, CONSTX):
-                    select.append(Neuron(((br, 1),) + lits + ((layout.pair(pairs[net])[0], 1),), -1 - len(lits),
-                                         ((ev[0], 1), (ev[1], -1))))
+                    bit = layout.pair(pairs[net])[0]
+                    select += _when((br,) + ands + (bit,), minus, None if ors and bit in ors else ors, outs)
             e = P("emit", emit_chunks.index(chunk_kind))
-            select.append(Neuron(((br, 1),) + lits, -len(lits), ((e[0], 1), (e[1], -1))))
+            select += _when((br,) + ands, minus, ors, ((e[0], 1), (e[1], -1)))
             if mixed and chunk_kind[0] == REG:
                 ep = P("ep")
-                select.append(Neuron(((br, 1),) + lits + ((ep[1], 1),), -1 - len(lits), ((ep[0], 1), (ep[1], -1))))
-                select.append(Neuron(((br, 1),) + lits + ((ep[0], 1),), -1 - len(lits), ((ep[0], -1), (ep[1], 1))))
+                select += _when((br,) + ands + (ep[1],), minus, ors, ((ep[0], 1), (ep[1], -1)))
+                select += _when((br,) + ands + (ep[0],), minus, ors, ((ep[0], -1), (ep[1], 1)))
     neurons[layers - 1] = neurons[layers - 1] + select
     intermediate = max(8, max(len(n) for n in neurons))
     if target is None:
@@ -435,6 +451,37 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
                      needed, inits, memory, stats)
 
 
+def _condition_terms(proto, layout, pairs, conds):
+    """A branch candidate's conditions as (channels that must be 1, channels that must be 0, the
+    channels of which one must be 1 or None): a gate net's pair side; a fold group's bits (off: all
+    0; on: any 1)."""
+    ands, minus, ors = [], [], None
+    for g, on in conds:
+        if proto.groups[g].kind == "fold":
+            bits = tuple(layout.pair(pairs[n])[0] for n in proto.fold_bits(g))
+            if on:
+                ors = bits
+            else:
+                minus += bits
+        else:
+            ands.append(layout.pair(pairs[proto.groups[g].gate])[0 if on else 1])
+    return tuple(ands), tuple(minus), ors
+
+
+def _when(ands, minus, ors, outs) -> list[Neuron]:
+    """Neurons adding ``outs`` (channel, weight) exactly when every channel of ``ands`` is 1, every
+    one of ``minus`` 0 and (``ors`` not None) one of ``ors`` 1: one relu of the AND, or a threshold
+    step (two) with the AND's literals weighted over the OR's count."""
+    if ors is None:
+        return [Neuron(tuple((c, 1) for c in ands) + tuple((c, -1) for c in minus), -(len(ands) - 1), outs)]
+    w = len(ors)
+    if not w:
+        return []                    # an OR of constant-0 bits: never
+    ins = tuple((c, w) for c in ands) + tuple((c, -w) for c in minus) + tuple((c, 1) for c in ors)
+    plus, neg = (next(c for c, x in outs if x > 0), next(c for c, x in outs if x < 0))
+    return threshold_gate(ins, w * len(ands) + 1, (plus, neg))
+
+
 def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers):
     """Every DeltaNet value head: layer 0's, then the memory banks' (in the order the writer fills
     them; key heads numbered per layer as they are taken)."""
@@ -455,20 +502,28 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     # Layer 0: one-chunk value heads, `group` to a key head; each written only by its own token
     # (write enable), in row 0 (inputs, write-port fields) or in the row of the token's parity
     # (registers: the double buffer), read in row 0 / the position's read parity.
-    def layer0(chunks, enable, rows_w, rows_r, outs):
+    def layer0(chunks, enable, rows_w, rows_r, outs, clear=lambda k: None):
         kh = None
         for k, c in enumerate(chunks):
             if k % group == 0:
                 kh = key_head(0)
             heads.append(HeadPlan(0, kh * group + k % group, rows_w, rows_r,
                                   tuple(P("tv", i) for i in range(len(c.bits))), tuple(outs(k, c)),
-                                  P(enable, k)[0]))
+                                  P(enable, k)[0], clear(k)))
+
+    # A folded data chunk's field is cleared by its port's first chunk (written as 0 there), so a
+    # frame that skips it commits 0.
+    folded = {g.chunks[0]: proto.port(g.members[0]) for g in proto.groups if g.kind == "fold"}
+
+    def clear(k):
+        port = folded.get(write_chunks[k])
+        return None if port is None else P("we_w", write_chunks.index((MA, port.ma[0])))[0]
 
     layer0(proto.inputs, "we_in", ((one,),), ((one,),), lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
     layer0(proto.registers, "we_reg", ((P("regpar", 0)[0],), (P("regpar", 1)[0],)),
            ((P("rp", 0)[0],), (P("rp", 1)[0],)), lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
     layer0([proto.chunks_of(kind)[j] for kind, j in write_chunks], "we_w", ((one,),), ((one,),),
-           lambda k, c: [P(f"wf:{write_chunks[k][0]}:{write_chunks[k][1]}", i) for i in range(len(c.bits))])
+           lambda k, c: [P(f"wf:{write_chunks[k][0]}:{write_chunks[k][1]}", i) for i in range(len(c.bits))], clear)
 
     def field_pairs(kind, idxs):
         return [P(f"wf:{kind}:{j}", i) for j in idxs for i in range(len(proto.chunks_of(kind)[j].bits))]
@@ -523,6 +578,10 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
     right token wins by at least 1)."""
     chunk_bits = proto.chunk_bits
     commit_kind = emit_chunks[-1]
+    folds = {}
+    for g in proto.groups:
+        if g.kind == "fold":
+            folds.setdefault((MA, proto.port(g.members[0]).ma[0]), []).append(g.chunks[0])
     slots, first = {}, 0
     for cands in branches:
         slots[tuple(cands)] = first
@@ -537,6 +596,8 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
             bits[names["regpar"][f.parity]] = 1
         elif f.kind in (MA, MD):
             bits[names["we_w"][write_chunks.index((f.kind, f.chunk))]] = 1
+            for chunk in folds.get((f.kind, f.chunk), ()):   # a port's first chunk clears its folded ones
+                bits[names["we_w"][write_chunks.index(chunk)]] = 1
         if (f.kind, f.chunk) == commit_kind:
             bits[names["commit"][0]] = 1
         bits[names["rp"][proto.read_parity(f)]] = 1

@@ -33,7 +33,14 @@ frames whose gate net is 1; a group is
 * ``write``: a memory's write port group (its MA and MD chunks), gated by its write enable: a frame
   that writes nothing emits none of it. Then the ports come before the ungated registers, whose
   last chunk commits the writes: a skipped group leaves the gathered fields of the last group
-  emitted, already committed, so committing them again rewrites a word with its own value.
+  emitted, already committed, so committing them again rewrites a word with its own value;
+* ``fold``: one data chunk of a memory's write port after its first (``folded_writes``), emitted
+  only when the word has a 1 in that chunk or above it (no gate net: ``fold_bits`` are those bits,
+  and the model computes their OR in the select neurons of the last FFN). The port's first chunk
+  clears the folded chunks' gathered fields, so a skipped one commits as 0: exact by construction,
+  nothing to prove. A fold group is *nested*: it is skipped whenever the group before it in the
+  port (the previous fold, or the port's write group) is, so a small word costs its address and its
+  bytes up to the highest non-zero one. The ports then come before the ungated registers too.
 
 The frame is: ungated OUT chunks, OUT groups, REG groups, then the ungated REG chunks and the write
 ports (the ports first when any is gated). The model emits, after a token, the first following
@@ -53,7 +60,7 @@ from .errors import Netlist2TFError
 from .ir import CONST0, CONST1, CONSTX, Netlist
 
 IN, OUT, REG, MA, MD = "in", "out", "reg", "ma", "md"
-PROTOCOL_FORMAT = 4              # trace_protocol.json: bumped when its meaning changes (4: output gates unemitted)
+PROTOCOL_FORMAT = 5              # trace_protocol.json: bumped when its meaning changes (4: output gates unemitted; 5: folded writes)
 KINDS = (IN, OUT, REG, MA, MD)
 
 
@@ -92,10 +99,12 @@ class WritePort:
 @dataclass(frozen=True, slots=True)
 class Group:
     """Chunks emitted only in frames whose ``gate`` net is 1 (module docstring): ``kind`` is "out",
-    "reg" or "write"; ``name`` the gate's signal (out/reg) or the memory (write); ``members`` the
-    output ports, register state names ("reg:NAME") or the memory; ``chunks`` (kind, index) in
-    frame order; ``hold``: for a held group (kind "reg"), its dirty register's name ("" otherwise):
-    then ``name`` is its gate, a 1-bit output port, and the promise is "unchanged while skipped"."""
+    "reg", "write" or "fold"; ``name`` the gate's signal (out/reg), the memory (write) or the folded
+    data bits ("MEM.data[LO:]", fold); ``members`` the output ports, register state names
+    ("reg:NAME") or the memory; ``chunks`` (kind, index) in frame order; ``hold``: for a held group
+    (kind "reg"), its dirty register's name ("" otherwise): then ``name`` is its gate, a 1-bit
+    output port, and the promise is "unchanged while skipped". A fold group has no gate net
+    (``gate`` -1): ``TraceProtocol.fold_bits`` are the nets whose OR gates it."""
     kind: str
     name: str
     gate: int
@@ -113,9 +122,11 @@ class Group:
 class GroupSpec:
     """A gated group as ``from_netlist`` takes it: ``kind`` "out" (``members``: output port names,
     ``gate``: the net of a 1-bit output outside every group), "reg" (``members``: register output
-    nets, ``gate``: a 1-bit register's next value) or "write" (``members``: (memory name,), ``gate``:
-    its write enable net); ``name`` labels it. ``hold`` (a "reg" group): the dirty register of a
-    held group, whose ``gate`` is then a 1-bit output's net and ``name`` that output."""
+    nets, ``gate``: a 1-bit register's next value), "write" (``members``: (memory name,), ``gate``:
+    its write enable net) or "fold" (``members``: (memory name,), ``gate`` -1: every data chunk of
+    the memory's port after the first becomes a fold group); ``name`` labels it. ``hold`` (a "reg"
+    group): the dirty register of a held group, whose ``gate`` is then a 1-bit output's net and
+    ``name`` that output."""
     kind: str
     name: str
     gate: int
@@ -240,21 +251,38 @@ class TraceProtocol:
                                    len(wp.addr), len(wp.data)))
             ma += a
             md += d
+        folds = {}                      # memory -> its folded MD chunk indices
         for g in groups:
-            if g.kind == "write":
+            if g.kind in ("write", "fold"):
+                what = "gated writes" if g.kind == "write" else "folded writes"
                 port = next((p for p in ports if p.memory == g.members[0]), None)
                 if port is None:
-                    raise Netlist2TFError(f"gated writes: {g.members[0]!r} is not a written memory of {netlist.top}")
+                    raise Netlist2TFError(f"{what}: {g.members[0]!r} is not a written memory of {netlist.top}")
                 if not rest:
-                    raise Netlist2TFError("gated writes need a register outside every gated group: its last "
-                                          "chunk ends the frame and commits the writes")
-                group_chunks[g.name] = tuple((MA, j) for j in port.ma) + tuple((MD, j) for j in port.md)
-            elif g.kind not in ("out", "reg"):
+                    raise Netlist2TFError(f"{what} need a register outside every gated group: its last "
+                                          f"chunk ends the frame and commits the writes")
+            if g.kind == "fold":
+                # every data chunk after the first folds, except below a constant-1 bit (its OR is 1)
+                first = 1
+                for k, j in enumerate(port.md):
+                    if CONST1 in md[j].bits:
+                        first = k + 1
+                folds[port.memory] = port.md[first:]
+            elif g.kind not in ("out", "reg", "write"):
                 raise ValueError(g.kind)
+        for g in groups:
+            if g.kind == "write":
+                port = next(p for p in ports if p.memory == g.members[0])
+                group_chunks[g.name] = tuple((MA, j) for j in port.ma) + \
+                    tuple((MD, j) for j in port.md if j not in folds.get(port.memory, ()))
         made = tuple(Group(g.kind, g.name, g.gate, tuple(g.members) if g.kind != "reg" else
                            tuple(name for name, q in ordered if set(q) <= set(g.members)), group_chunks[g.name],
                            g.hold)
-                     for g in groups)
+                     for g in groups if g.kind != "fold")
+        for p in ports:
+            for j in folds.get(p.memory, ()):
+                lo = p.md.index(j) * chunk_bits
+                made += (Group("fold", f"{p.memory}.data[{lo}:]", -1, (p.memory,), ((MD, j),)),)
         proto = TraceProtocol(chunk_bits, chunks(IN, ins), out_chunks, reg_chunks,
                               tuple((n, len(s)) for n, s in ins),
                               tuple((p.name, p.bits) for p in netlist.outputs),
@@ -281,9 +309,43 @@ class TraceProtocol:
         writes = []
         for p in self.ports:
             writes += [(MA, j) for j in p.ma] + [(MD, j) for j in p.md]
-        if any(g.kind == "write" for g in groups):
+        if any(g.kind in ("write", "fold") for g in groups):
             return out + reg_grouped + writes + reg_rest
         return out + reg_grouped + reg_rest + writes
+
+    def fold_bits(self, group: int) -> tuple[int, ...]:
+        """The nets whose OR gates fold group ``group``: the port's data bits from its chunk up
+        (constant 0 bits left out)."""
+        g = self.groups[group]
+        port = self.port(g.members[0])
+        first = port.md.index(g.chunks[0][1])
+        return tuple(n for j in port.md[first:] for n in self.mem_data[j].bits if n not in (CONST0, CONSTX))
+
+    def _parent(self, group: int) -> int | None:
+        """The group whose absence implies group ``group``'s (a fold group's: the previous fold of
+        its port, or the port's write group); None for the others."""
+        g = self.groups[group]
+        if g.kind != "fold":
+            return None
+        for k in range(group - 1, -1, -1):
+            h = self.groups[k]
+            if h.kind in ("fold", "write") and h.members == g.members:
+                return k
+        return None
+
+    def gate_probe(self, group: int) -> tuple[int, ...]:
+        """The nets a simulator reads for group ``group``'s gate: the gate net, or a fold group's
+        bits (its gate is 1 when any is 1); ``presence`` turns their values into the frame's groups."""
+        return self.fold_bits(group) if self.groups[group].kind == "fold" else (self.groups[group].gate,)
+
+    def presence(self, gate_values) -> tuple[bool, ...]:
+        """Which groups a frame holds, from each group's ``gate_probe`` value: a group whose gate is
+        1, and for a fold group also its parent (``_parent``) present."""
+        out = []
+        for k, v in enumerate(self._gates([bool(v) for v in gate_values])):
+            parent = self._parent(k)
+            out.append(v and (parent is None or out[parent]))
+        return tuple(out)
 
     @property
     def generated(self) -> list[tuple[str, int]]:
@@ -300,7 +362,7 @@ class TraceProtocol:
     def frame_kinds(self, gates=True) -> list[tuple[str, int]]:
         """(kind, chunk) of a frame's generated tokens: ``gates`` one bool per group (or one bool for
         all of them)."""
-        gates = self._gates(gates)
+        gates = self.presence(self._gates(gates))
         skip = {k for g, on in zip(self.groups, gates) if not on for k in g.chunks}
         return [k for k in self.generated if k not in skip]
 
@@ -315,32 +377,36 @@ class TraceProtocol:
     def successors(self, kind_chunk) -> list[tuple[tuple[str, int], tuple[tuple[int, bool], ...]]]:
         """What may follow chunk ``(kind, index)`` within its frame: [(chunk, conditions)], each
         condition (group index, gate value); the first group chunks whose gates say so, then the
-        first ungated chunk (with every group before it off). [] after the frame's last chunk."""
+        first ungated chunk (with every group before it off). A group nested under one that is off
+        (a fold group: ``_parent``) is absent with it and adds no condition. [] after the frame's
+        last chunk."""
         gen = self.generated
         i = gen.index(tuple(kind_chunk))
         mine = self.group_of(gen[i])
         if mine is not None and gen[i] != self.groups[mine].chunks[-1]:
             return [(gen[i + 1], ())]                 # inside a group: its next chunk
-        out, off = [], []
-        j = i + 1
+        return self._candidates(i + 1)
+
+    def _candidates(self, j: int) -> list[tuple[tuple[str, int], tuple[tuple[int, bool], ...]]]:
+        gen = self.generated
+        out, off, absent = [], [], set()
         while j < len(gen):
             g = self.group_of(gen[j])
             if g is None:
                 out.append((gen[j], tuple(off)))
                 return out
-            out.append((gen[j], tuple(off) + ((g, True),)))
-            off.append((g, False))
+            if self._parent(g) in absent:
+                absent.add(g)
+            else:
+                out.append((gen[j], tuple(off) + ((g, True),)))
+                off.append((g, False))
+                absent.add(g)
             j += len(self.groups[g].chunks)
         return []
 
     def first_chunks(self) -> list[tuple[tuple[str, int], tuple[tuple[int, bool], ...]]]:
         """What may begin a frame (as ``successors``)."""
-        gen = self.generated
-        g = self.group_of(gen[0])
-        if g is None:
-            return [(gen[0], ())]
-        rest = [(k, ((g, False),) + c) for k, c in self.successors(self.groups[g].chunks[-1])]
-        return [(gen[0], ((g, True),))] + rest
+        return self._candidates(0)
 
     def _base(self, kind: str, chunk: int, parity: int) -> int:
         per = 1 << self.chunk_bits
@@ -440,7 +506,7 @@ class TraceProtocol:
     def _commit_tail(self, frame_parity: int, registers: dict) -> list[int]:
         """After a prompt write group when the ports come before the registers: the frame's last
         chunk (an ungated register's), which commits the write (its value rewritten unchanged)."""
-        if not any(g.kind == "write" for g in self.groups):
+        if not any(g.kind in ("write", "fold") for g in self.groups):
             return []
         kind, j = self.generated[-1]
         return [self.token(Field(kind, j, self.parity_of(kind, frame_parity), self._pack_registers(registers)[j]))]
@@ -494,7 +560,9 @@ class TraceProtocol:
         return prompts
 
     def write_tokens(self, memory: str, addr, word: int, frame_parity: int) -> list[int]:
-        """The group of ``memory``'s port writing ``word`` at ``addr`` (``None``: disabled)."""
+        """The group of ``memory``'s port writing ``word`` at ``addr`` (``None``: disabled), every data
+        chunk included (folded ones too: the port's first chunk clears them and each writes its
+        value, so a prompt's groups all have one length)."""
         p = self.port(memory)
         if addr is not None and not 0 <= addr < (1 << p.addr_width):
             raise Netlist2TFError(f"address {addr} is outside memory {memory} ({p.addr_width}-bit addresses)")
@@ -568,6 +636,11 @@ class TraceProtocol:
             i += len(span)
         if pos != len(fields):
             raise TraceError(f"cycle {cycle}: {len(fields)} generated tokens, the frame ended after {pos}")
+        for k in present:
+            parent = self._parent(k)
+            if present[k] and parent is not None and not present.get(parent):
+                raise TraceError(f"cycle {cycle}: the frame holds {self.groups[k].name} without "
+                                 f"{self.groups[parent].name}, which it is nested under")
         net_value = {CONST0: 0, CONST1: 1, CONSTX: 0}
         for k, g in enumerate(self.groups):
             if g.gate_is_output:
@@ -605,7 +678,8 @@ class TraceProtocol:
 
     def decode_writes(self, tokens: list[int]) -> dict:
         """The memory writes of a frame's generated tokens (already checked by ``decode_frame``):
-        {memory: (address, word)}, address None where the port's group is disabled or skipped."""
+        {memory: (address, word)}, address None where the port's group is disabled or skipped; a
+        skipped fold chunk is 0."""
         values = {(f.kind, f.chunk): f.value for f in self.fields(tokens)}
         writes = {}
         for p in self.ports:
@@ -613,7 +687,7 @@ class TraceProtocol:
                 writes[p.memory] = (None, 0)
                 continue
             ma = self._unpack([values[(MA, j)] for j in p.ma], [("en", 1), ("addr", p.addr_width)])
-            md = self._unpack([values[(MD, j)] for j in p.md], [("data", p.data_width)])
+            md = self._unpack([values.get((MD, j), 0) for j in p.md], [("data", p.data_width)])
             writes[p.memory] = (ma["addr"] if ma["en"] else None, md["data"])
         return writes
 

@@ -41,7 +41,7 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
                  seed: int = 0, prefill: bool = True, initial_memory: dict | None = None):
     """Run both; return (the first Divergence or None, the ModelRun)."""
     # The simulator's run, recorded per row: the inputs it got, its outputs, its state after each edge.
-    probe = tuple(Port(f"__gate_{i}", "output", (g.gate,), False) for i, g in enumerate(protocol.groups))
+    probe = tuple(Port(f"__gate_{i}", "output", protocol.gate_probe(i), False) for i in range(len(protocol.groups)))
     sim = Simulator(dataclasses.replace(netlist, ports=netlist.ports + probe), batch=batch)
     stim = RandomStimulus(seed)
     inputs = [[{} for _ in range(cycles)] for _ in range(batch)]
@@ -59,7 +59,7 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
                     initial_memory=initial_memory)
     for k in range(cycles):
         for row in range(batch):
-            gates = [outputs[row][k].pop(f"__gate_{i}") for i in range(len(protocol.groups))]
+            gates = protocol.presence([outputs[row][k].pop(f"__gate_{i}") for i in range(len(protocol.groups))])
             present = run.groups[row][k] if run.groups else ()
             for g, gate, emitted in zip(protocol.groups, gates, present):
                 if emitted != bool(gate):
@@ -94,7 +94,7 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
     probes = [(kind, c.index) for kind in (OUT, MA, MD) for c in protocol.chunks_of(kind)]
     extra = tuple(Port(f"__chunk_{kind}_{j}", "output", protocol.chunks_of(kind)[j].bits, False)
                   for kind, j in probes)
-    extra += tuple(Port(f"__gate_{i}", "output", (g.gate,), False) for i, g in enumerate(protocol.groups))
+    extra += tuple(Port(f"__gate_{i}", "output", protocol.gate_probe(i), False) for i in range(len(protocol.groups)))
     sim = Simulator(dataclasses.replace(netlist, ports=netlist.ports + extra), batch=batch)
     mems = initial_memory if isinstance(initial_memory, list) else [initial_memory] * batch
     for row, mem in enumerate(mems):

@@ -11,7 +11,7 @@ from netlist2tf.driver import compile_netlist
 from netlist2tf.emit import emit_checkpoint, file_digest
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
-from netlist2tf.plan import CompileSettings, plan_model
+from netlist2tf.plan import CompileSettings, plan_model, resolve_groups
 
 # sha256 of model.safetensors (float32) written by the compiler before the split (commit 78e7282,
 # `assemble` deciding and writing in one scope), for the same netlists: a change here means the
@@ -110,3 +110,56 @@ def test_gated_frames_round_trip_and_bad_frames_are_named(build_dir):
         proto.decode_frame(3, full[:start + 1] + full[start + 2:])       # one of its chunks missing
     with pytest.raises(TraceError, match="cycle 3: 4 generated tokens, the protocol has"):
         proto.decode_frame(3, full[:4])
+
+
+def test_folded_write_frames(build_dir):
+    """``folded_writes``: the data chunks after the first are fold groups, nested (each absent when
+    the one before it is), so a word costs its address and its bytes up to the highest non-zero one;
+    a skipped chunk decodes as 0; a fold chunk without the chunk before it is a TraceError; a
+    constant-1 data bit keeps the chunks up to its own unfolded; the protocol survives its JSON."""
+    import dataclasses
+
+    from netlist2tf.ir import CONST1
+    from netlist2tf.protocol import MA, MD, OUT, REG, TraceError, TraceProtocol
+
+    nl = parse_netlist(synthesize("tests/designs/unusual.py:FoldedMachine", "macro", build_dir).json_text)
+    settings = CompileSettings(layers=6, gated_writes=("mem",), folded_writes=("mem",))
+    proto = plan_model(nl, settings).protocol
+    assert [(g.kind, g.name) for g in proto.groups] == [("write", "mem"), ("fold", "mem.data[8:]"),
+                                                        ("fold", "mem.data[16:]"), ("fold", "mem.data[24:]")]
+    assert proto.groups[0].chunks == ((MA, 0), (MD, 0))               # enable and 3 address bits: one chunk
+    assert proto.generated[-1][0] == REG and TraceProtocol.from_json(proto.to_json()) == proto
+    # after the first data chunk: the next one if any bit from it up is 1, else the registers
+    after = proto.generated[proto.generated.index((MD, 3)) + 1]
+    assert proto.successors((MD, 0)) == [((MD, 1), ((1, True),)), (after, ((1, False),))]
+    assert proto.successors((MD, 2)) == [((MD, 3), ((3, True),)), (after, ((3, False),))]
+    # before the write group: the folds are absent with it and add no condition
+    before = proto.generated[proto.generated.index((MA, 0)) - 1] if proto.generated.index((MA, 0)) else None
+    cands = proto.first_chunks() if before is None else proto.successors(before)
+    assert [c for _, c in cands] == [((0, True),), ((0, False),)]
+    assert proto.presence([1, 0, 1, 1]) == (True, False, False, False)      # nested under an absent fold
+    assert proto.presence([0, 1, 1, 1]) == (False, False, False, False)     # nested under no write
+    assert len(proto.fold_bits(1)) == 24 and len(proto.fold_bits(3)) == 8
+    registers = {name: 0 for name, _ in proto.register_names}
+    for word, want in ((0, 1), (0x7F, 1), (0x100, 2), (0xAB0000, 3), (0x80000000, 4), (0xFFFFFFFF, 4)):
+        addr = 5
+        values = {(k, c.index): 0 for k in (OUT,) for c in proto.outputs}
+        values[(MA, 0)] = 1 | (addr << 1)
+        values.update({(MD, j): (word >> (8 * j)) & 0xFF for j in range(4)})
+        gates = [1] + [word >> (8 * k) for k in (1, 2, 3)]
+        toks = proto.generated_tokens(2, values, registers, gates)
+        assert sum(proto.field(t).kind == MD for t in toks) == want
+        assert proto.decode_writes(toks)["mem"] == (addr, word)
+        proto.decode_frame(2, toks)
+    full = proto.generated_tokens(2, {**values, (MA, 0): 1, **{(MD, j): 9 for j in range(4)}}, registers, True)
+    md1 = proto.generated.index((MD, 1))
+    with pytest.raises(TraceError, match="holds mem.data.16:. without mem.data.8:."):
+        proto.decode_frame(2, full[:md1] + full[md1 + 1:])
+    # a data bit tied to 1 in chunk 2: only chunk 3 folds
+    (mem,) = nl.memories
+    wp = mem.write_ports[0]
+    tied = dataclasses.replace(wp, data=wp.data[:20] + (CONST1,) + wp.data[21:])
+    nl1 = dataclasses.replace(nl, memories=(dataclasses.replace(mem, write_ports=(tied,)),))
+    proto1 = TraceProtocol.from_netlist(nl1, {r.clock for r in nl1.registers}, 8,
+                                        resolve_groups(nl1, (), ("mem",), (), ("mem",)))
+    assert [g.name for g in proto1.groups] == ["mem", "mem.data[24:]"]

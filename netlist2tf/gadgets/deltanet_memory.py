@@ -427,7 +427,7 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
                      value_lags: Sequence[int] | None = None,
                      write_match: Sequence[Sequence[int]] | None = None,
                      read_match: Sequence[Sequence[int]] | None = None,
-                     write_enable: int | None = None) -> MemorySpec:
+                     write_enable: int | None = None, clear: int | None = None) -> MemorySpec:
     """Make value head ``head`` of ``module`` an exact word memory (see the module docstring).
 
     ``one``: the constant channel (1.0 on active positions, 0.0 on ignored ones).
@@ -455,6 +455,11 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     ``write_enable``: a channel gating the write of this VALUE head alone (beta = sigmoid(32) = 1 when
     it is 1, sigmoid(-128) = 0 exactly when 0), so value heads sharing a key head (and so a row)
     can be written by different tokens: e.g. register chunks in the rows of one parity key head.
+    ``clear``: a channel that, where it is 1, makes the written word all zero: every value column
+    gets ``-2 V`` from it, so its pre-activation is ``-V`` or ``-2 V`` and silu gives exactly -0.0
+    (the delta rule then stores exactly 0, which reads as 0 bits, like a never-written slot); the
+    head must also be written there (its write enable on). A folded write chunk's field is cleared
+    this way by its port's first chunk.
 
     The module must have been cleared (``clear_module``); only the head's own slices (its value
     rows, z rows, b/a rows, dt_bias, A_log, out_proj columns, the key head's q/k rows and their conv
@@ -502,6 +507,8 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         read_match = [_channels(f"read_match[{j}]", m, hidden) for j, m in enumerate(read_match)]
     if write_enable is not None:
         (write_enable,) = _channels("write_enable", [write_enable], hidden)
+    if clear is not None:
+        (clear,) = _channels("clear", [clear], hidden)
     for i, pair in enumerate(value_pairs):   # a channel may feed several bits from different lags
         _channels(f"value_pairs[{i}]", pair, hidden)
     _channels("out_pairs", [c for p in out_pairs for c in p], hidden)
@@ -548,6 +555,9 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         wv[2 * i + 1, nb] = cal.value
     for c in pads:
         wv[c, one] = cal.value
+    if clear is not None:
+        for c in list(range(2 * width)) + list(pads):
+            wv[c, clear] -= 2 * cal.value
     K = module.conv_kernel_size
     value_lags = list(value_lags) if value_lags is not None else [0] * width
     if len(value_lags) != width:

@@ -165,3 +165,28 @@ class HeldMachine(wiring.Component):
             m.d.sync += k.eq(self.a)
         m.d.comb += [self.acc_o.eq(acc), self.k_emit.eq(self.load | k_new)]
         return m
+
+
+class FoldedMachine(wiring.Component):
+    """A 32-bit memory written with words of every size (the folded writes' case, the compiler's
+    tests): on ``store`` the word ``v`` cut to ``size + 1`` bytes (and 0 when ``zero``) goes to
+    ``wa``; ``rd`` reads word ``ra`` and ``acc`` sums what was read, so every write shows."""
+    store: In(1)
+    zero: In(1)
+    size: In(2)
+    wa: In(3)
+    ra: In(3)
+    v: In(32)
+    rd: Out(32)
+    acc: Out(32)
+
+    def elaborate(self, platform):
+        m = Module()
+        acc = Signal(32, name="acc")
+        m.submodules.mem = mem = Memory(shape=32, depth=8, init=[0x01020304, 0, 5, 0x100, 0, 0, 0xFFFFFFFF, 7])
+        wp, rp = mem.write_port(), mem.read_port(domain="comb")
+        cut = Mux(self.size == 0, self.v[:8], Mux(self.size == 1, self.v[:16], Mux(self.size == 2, self.v[:24], self.v)))
+        m.d.comb += [wp.en.eq(self.store), wp.addr.eq(self.wa), wp.data.eq(Mux(self.zero, 0, cut)),
+                     rp.addr.eq(self.ra), self.rd.eq(rp.data), self.acc.eq(acc)]
+        m.d.sync += acc.eq(acc + rp.data)
+        return m
