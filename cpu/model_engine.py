@@ -60,11 +60,11 @@ MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "mem_word", "mem_lane", "mem
 GATED = (("m_busy", ("m_hi", "m_lo", "m_count")), ("halted", ("why", "reported")),
          ("pc_oob", ("pc_hi",)),
          ("halt", ("halt_kind", "halt_cause")), ("mem_read", ("mem_word", "mem_lane")), ("mem_write", ("store_lane",)))
-GATED_WRITES = ("ram",)
+GATED_WRITES = ("ram", "regs")
 # Folded writes (protocol.py "fold"): a written word's data only up to its highest non-zero byte (the
 # port's first token clears the rest, which commit as 0: exact by construction). A register write of
 # a value < 256 costs 3 tokens of data and address instead of 6.
-FOLDED_WRITES = ("ram",)
+FOLDED_WRITES = ("ram", "regs")
 # Held groups (protocol.py, docs/CPU-MODEL.md 2): registers that change rarely, emitted only in the
 # frames whose gate output is 1 (z3 proves that gate 0 means unchanged for two cycles): the M unit's
 # operand magnitude, loaded by an M instruction's start cycle (4 of a busy frame's 17 tokens, now
@@ -507,8 +507,8 @@ class _Repeat:
 class TraceDecoder:
     """Decode one batch row's frames into a ``RunResult``: retirement records, console bytes, halt.
 
-    ``netlist``: the compiled netlist (its ``PC_SIGNALS`` name the pc registers' bits; its one
-    memory ``ram`` holds the RAM and, in its last 32 words, the registers: hdl/rv32/core.py);
+    ``netlist``: the compiled netlist (its ``PC_SIGNALS`` name the pc registers' bits; its
+    memories ``ram`` and ``regs`` hold the RAM and the registers: hdl/rv32/core.py);
     ``initial_registers``: the prompt's register values; ``memories``: {memory: {word address: word}}
     as the prompt writes them. ``feed(frame)`` reads the frame's emitted outputs, the registers' next
     values and the frame's memory write, then applies that write to its mirror of the memory. At most
@@ -526,12 +526,12 @@ class TraceDecoder:
                 raise Netlist2TFError(f"the compiled core has no register named {name}: the decoder reads "
                                       f"{', '.join(STATE_SIGNALS)} (hdl/rv32/core.py)")
             self.state_bits[name] = [q_name[n] for n in sigs[name]]          # "reg:NAME" of each bit
-        mem = next((m for m in netlist.memories if m.name == "ram"), None)
-        if mem is None or len(netlist.memories) != 1:
-            raise Netlist2TFError("the compiled core must have one memory, ram (RAM, then the registers)")
-        self.regs_base = mem.size - 32
+        if sorted(m.name for m in netlist.memories) != ["ram", "regs"]:
+            raise Netlist2TFError("the compiled core must have two memories, ram and regs (hdl/rv32/core.py)")
+        self.ram_words = next(m.size for m in netlist.memories if m.name == "ram")
         self.registers = dict(initial_registers)
         self.mem = dict(memories.get("ram", {}))
+        self.regs = dict(memories.get("regs", {}))
         self.max_steps, self.trace = max_steps, trace
         self.records, self.console = [], bytearray()
         self.halt, self.retired, self.cycles = None, 0, 0
@@ -547,17 +547,16 @@ class TraceDecoder:
         return sum(registers[b] << i for i, b in enumerate(self.state_bits[name]))
 
     def _reg(self, i: int) -> int:
-        return self.mem.get(self.regs_base + i, 0)
+        return self.regs.get(i, 0)
 
     def feed(self, frame) -> None:
         """Decode one frame (a ``netlist2tf.host.Frame``) of a row that has not halted yet."""
-        out, (waddr, wdata) = dict(frame.outputs), frame.writes["ram"]
+        out, (waddr, wdata), (raddr, rdata) = dict(frame.outputs), frame.writes["ram"], frame.writes["regs"]
         self.cycles += 1
         pc = self._pc(self.registers)
-        insn = self.mem.get(pc >> 2, 0) if pc >> 2 < self.regs_base else 0
+        insn = self.mem.get(pc >> 2, 0) if pc >> 2 < self.ram_words else 0
         rs2_value = self._reg((insn >> 20) & 31)
-        reg_write = waddr is not None and waddr >= self.regs_base
-        ram_write = waddr is not None and waddr < self.regs_base
+        ram_write = waddr is not None
         # Whether the instruction retires, read off the state (hdl/rv32/core.py: ``go``): not when the
         # machine stops in this cycle or has stopped (halted's next value), nor while an M instruction
         # waits for its unit (it retires in the cycle that starts with the unit busy and its count at
@@ -585,7 +584,7 @@ class TraceDecoder:
                 # a store writes RAM through the port (the merged word), or the console (no write)
                 self.records.append(Retire(
                     pc=pc, insn=insn, next_pc=self._pc(frame.registers),
-                    rd=waddr - self.regs_base if reg_write else 0, rd_wdata=wdata if reg_write else 0,
+                    rd=raddr or 0, rd_wdata=rdata if raddr is not None else 0,
                     mem_addr=addr, mem_rmask=rmask, mem_rdata=self.mem.get(addr >> 2, 0) if rmask else 0,
                     mem_wmask=wmask, mem_wdata=(wdata if ram_write else rs2_value) & lanes))
         if out["console_valid"]:
@@ -595,6 +594,8 @@ class TraceDecoder:
             self.halt = halt_from_port(ports.__getitem__)
         if waddr is not None:
             self.mem[waddr] = wdata
+        if raddr is not None:
+            self.regs[raddr] = rdata
         self.registers = frame.registers
 
     def result(self, seconds: float = 0.0) -> RunResult:

@@ -2,17 +2,18 @@
 
 One instruction per clock cycle, except the M extension: multiplication and division/remainder take
 ``M_CYCLES`` = 18 cycles each (one to start, 16 two-bit steps -- shift-add for products, restoring
-division for quotients -- and one that applies the signs and retires from registers). The RAM and,
-after its last word, the 32 registers are one Amaranth ``Memory`` (named ``ram``: words
-``0..ram_size/4-1`` are RAM, words ``max(ram_size/4, 32) + i`` register x``i``) with asynchronous
-(combinational) read ports and one write port, so it stays a memory in the netlist (DeltaNet heads
-in the compiled model) and every read sees the state at the start of the cycle. Reset is synchronous.
+division for quotients -- and one that applies the signs and retires from registers). The RAM
+(``ram``: ``ram_size/4`` words) and the 32 registers (``regs``: word i is x``i``, x0 never written)
+are Amaranth ``Memory``s with asynchronous (combinational) read ports and one write port each, so
+they stay memories in the netlist (DeltaNet heads in the compiled model) and every read sees the
+state at the start of the cycle. Reset is synchronous.
 
 Shaped for the compiler (docs/CPU-MODEL.md): the clock cycle is shallow (the compiled model has one
 level of threshold logic per layer), so no combinational multiplier or division step ends in a
 retirement; the RAM has one whole-word write port (a sub-word store merges its bytes into the word
-the load port reads at the same address) shared with the register write-back (no instruction does
-both); the pc registers hold bits 2-31 (pc is always 4-aligned), the RAM word apart from the bits
+the load port reads at the same address) and the registers their own (no instruction writes both,
+so the compiled model emits at most one write group a cycle, and a register's address is one
+token); the pc registers hold bits 2-31 (pc is always 4-aligned), the RAM word apart from the bits
 above it (only a fetch fault's halt report reads those); the write-back value is an AND-OR over one-hot selects
 computed from the instruction, already 0 when nothing is written (it is also ``rvfi_rd_wdata``).
 
@@ -91,22 +92,25 @@ class Core(wiring.Component):
         words = self.ram_size // 4
         abits = (words - 1).bit_length()
 
-        # One memory holds the RAM (words 0..words-1) and, after it, the 32 registers: an
-        # instruction writes a register or a RAM word, never both, so one write port serves both
-        # (the compiled model emits one write group a cycle instead of two).
-        regs_base = max(words, 32)
-        m.submodules.ram = ram = Memory(shape=32, depth=regs_base + 32, init=self.init)
+        # The RAM (words 0..words-1) and the 32 registers, each a memory with its own write port:
+        # an instruction writes a register or a RAM word, never both, so the compiled model emits
+        # at most one of the two write groups a cycle, and a register write's address (5 bits and
+        # the enable) is one token instead of the RAM's two.
+        if len(self.init) > words:
+            raise ValueError(f"init holds {len(self.init)} words, the RAM {words}")
+        m.submodules.ram = ram = Memory(shape=32, depth=words, init=self.init)
+        m.submodules.regs = regs = Memory(shape=32, depth=32, init=[])
         fetch = ram.read_port(domain="comb")
         load = ram.read_port(domain="comb")
         write = ram.write_port()
-        rs1_port = ram.read_port(domain="comb")
-        rs2_port = ram.read_port(domain="comb")
-        a7_port = ram.read_port(domain="comb")        # ecall: the syscall number and the exit code,
-        a0_port = ram.read_port(domain="comb")        # at constant addresses (no mux before the reads)
+        reg_write = regs.write_port()
+        rs1_port = regs.read_port(domain="comb")
+        rs2_port = regs.read_port(domain="comb")
+        a7_port = regs.read_port(domain="comb")       # ecall: the syscall number and the exit code,
+        a0_port = regs.read_port(domain="comb")       # at constant addresses (no mux before the reads)
 
-        def reg_addr(r):              # register r's word: regs_base + r (r: 5 bits or a number)
-            r = Const(r, 5) if isinstance(r, int) else r
-            return Cat(r, Const(regs_base >> 5, (regs_base + 31).bit_length() - 5))
+        def reg_addr(r):              # register r's word (r: 5 bits or a number)
+            return Const(r, 5) if isinstance(r, int) else r
 
         # The pc (always 4-aligned: its bits 0-1 are 0) in two registers: ``pc_lo``, the RAM word
         # (bits 2..), and ``pc_hi``, the bits above the RAM, with ``pc_oob`` = "pc_hi != 0". Out of
@@ -363,10 +367,9 @@ class Core(wiring.Component):
         m.d.comb += rd_value.eq(acc)
 
         m.d.comb += [
-            # rd_value is 0 for stores, store_word only counts for stores: an OR, not a mux
-            write.addr.eq(Mux(is_store, mem_addr[2:2 + abits], reg_addr(rd))),
-            write.data.eq(Mux(is_store, store_word, 0) | rd_value),
-            write.en.eq((go & is_store & in_ram) | rd_written),
+            write.addr.eq(mem_addr[2:2 + abits]), write.data.eq(store_word),
+            write.en.eq(go & is_store & in_ram),
+            reg_write.addr.eq(rd), reg_write.data.eq(rd_value), reg_write.en.eq(rd_written),
             self.console_valid.eq(go & is_store & is_console),
             self.console_data.eq(b[0:8]),
             self.mem_word.eq(mem_addr[2:2 + abits]), self.mem_lane.eq(lane), self.mem_read.eq(is_load),

@@ -18,7 +18,7 @@ from netlist2tf.sim import Simulator
 from cpu.fuzz import random_program
 from cpu.isa_tests import ISA_TESTS, hazard_programs
 from cpu.machine import Halt, Retire
-from cpu.model_engine import FLOW, GATED, HELD, MODEL_RAM_SIZE, model_protocol
+from cpu.model_engine import FLOW, GATED, GATED_WRITES, HELD, MODEL_RAM_SIZE, model_protocol
 from cpu.netlist_engine import RETIRE_FIELDS, core_design, halt_from_port
 from cpu.unicorn_ref import run_unicorn
 
@@ -208,13 +208,13 @@ def test_gated_groups_proved_for_every_state(core, prover_matches_simulator):
     regs = [g for g in GATED if g[0] in ("m_busy", "halted", "pc_oob")]
     outs = [g for g in GATED if g[0] in ("halt", "mem_read", "mem_write")]
     assert len(regs) + len(outs) == len(GATED)
-    assert prove_groups(core, regs, outs, ("ram",)) is None
-    cex = prove_groups(core, [(regs[0][0], regs[0][1] + ("pc_lo",)), *regs[1:]], outs, ("ram",), {"rst": 0})
+    assert prove_groups(core, regs, outs, GATED_WRITES) is None
+    cex = prove_groups(core, [(regs[0][0], regs[0][1] + ("pc_lo",)), *regs[1:]], outs, GATED_WRITES, {"rst": 0})
     assert cex is not None and "output rvfi_pc" in cex.what
     # the pc's bits above the RAM gated by halting instead: the cycle that stops holds them
-    cex = prove_groups(core, [regs[0], (regs[1][0], regs[1][1] + regs[2][1])], outs, ("ram",), {"rst": 0})
+    cex = prove_groups(core, [regs[0], (regs[1][0], regs[1][1] + regs[2][1])], outs, GATED_WRITES, {"rst": 0})
     assert cex is not None and any("pc_hi" in w or "rvfi_pc" in w for w in cex.what), cex
-    cex = prove_groups(core, [(regs[0][0], regs[0][1] + regs[1][1])], outs, ("ram",))
+    cex = prove_groups(core, [(regs[0][0], regs[0][1] + regs[1][1])], outs, GATED_WRITES)
     assert cex is not None and any("halt" in w or "why" in w for w in cex.what), cex
     prover_matches_simulator(core, 5, 7, {"rst": 0}, dense=True)
 

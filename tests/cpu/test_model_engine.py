@@ -72,9 +72,10 @@ def test_sample_program_hi(model):
     (res,) = run_model_batch([img], RAM, build_dir=BUILD)
     assert res.console == prog.expected_output and res.halt.exit_code == prog.expected_exit
     _same([res], [ref])
-    # the frame (docs/CPU-MODEL.md 2): 2 tokens (the pc's RAM word, m_busy, halted, pc_oob), + 3 when
-    # a word is written (enable and address 2, its low byte) and 1 per byte above up to its highest
-    # non-zero one (folded), + 2 for a load's word and lane, + 1 for a store's lane (console stores
+    # the frame (docs/CPU-MODEL.md 2): 2 tokens (the pc's RAM word, m_busy, halted, pc_oob), + 2 when
+    # a register is written (enable and register 1, the value's low byte), + 3 when a RAM word is
+    # (enable and address 2, its low byte), and 1 per byte above up to the word's highest non-zero
+    # one (folded), + 2 for a load's word and lane, + 1 for a store's lane (console stores
     # too); the ecall's stopping cycle 4 (the latched conditions), the halt report 5 (its kind and
     # cause too); no M instruction, so the M state is never emitted. The written words: a register's
     # value from unicorn, a RAM word merged from unicorn's stores into the image's words here.
@@ -92,7 +93,7 @@ def test_sample_program_hi(model):
             ram[r.mem_addr >> 2] = word
         tokens += 2 + 2 * (r.mem_rmask != 0) + (r.mem_wmask != 0)
         if word is not None:
-            tokens += 2 + max(1, -(-word.bit_length() // 8))
+            tokens += (1 if r.rd else 2) + max(1, -(-word.bit_length() // 8))
     assert res.tokens == tokens + 4 + 5
 
 
@@ -153,7 +154,7 @@ def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
                      "--trace", str(ours)]) == 10
         out = capsys.readouterr()
         assert out.out == "hi!\n"
-        assert "149 generated tokens" in out.err and "5.3 tokens/instruction" in out.err
+        assert "129 generated tokens" in out.err and "4.6 tokens/instruction" in out.err
         assert mode in out.err
         assert ours.read_text() == ref.read_text() and len(ours.read_text().splitlines()) == 28
 

@@ -68,19 +68,22 @@ def test_the_frame(compiled):
     m_busy, halted, pc_oob and m_op_new (2); the halt's kind and cause (1) in the halting frame, a
     load's word and byte lane (2), a store's lane (1), the M state while busy (9), the trap conditions
     and the report flag once halted (2), the pc's bits above the RAM once the pc is outside it (3),
-    the M unit's operand in an M instruction's start frame and the next (4), the write group when
-    something is written (enable and address 2, the word's low byte 1) and the word's higher bytes
-    up to its highest non-zero one (folded: 1 each): 2 tokens for a cycle that neither loads nor
-    writes, 30 at most. The output gates (halt, mem_read, mem_write, m_op_emit) are not emitted: a
-    group's presence is its gate."""
+    the M unit's operand in an M instruction's start frame and the next (4), a register's write group
+    when one is written (enable and the register 1, the value's low byte 1) or the RAM's when a word
+    is stored (enable and the word's address 2, its low byte 1), each followed by the word's higher
+    bytes up to its highest non-zero one (folded: 1 each): 2 tokens for a cycle that neither loads
+    nor writes, 35 at most (no cycle writes both memories). The output gates (halt, mem_read,
+    mem_write, m_op_emit) are not emitted: a group's presence is its gate."""
     nl, proto, _ = compiled
     assert [p.name for p in nl.outputs] == list(MODEL_OUTPUTS)
     assert [(g.kind, g.name, len(g.chunks), g.hold) for g in proto.groups] == [
         ("out", "halt", 1, ""), ("out", "mem_read", 2, ""), ("out", "mem_write", 1, ""), ("reg", "m_busy", 9, ""),
-        ("reg", "halted", 2, ""), ("reg", "pc_oob", 3, ""), ("reg", "m_op_emit", 4, "m_op_new"), ("write", "ram", 3, ""),
+        ("reg", "halted", 2, ""), ("reg", "pc_oob", 3, ""), ("reg", "m_op_emit", 4, "m_op_new"), ("write", "regs", 2, ""),
+        ("fold", "regs.data[8:]", 1, ""), ("fold", "regs.data[16:]", 1, ""), ("fold", "regs.data[24:]", 1, ""),
+        ("write", "ram", 3, ""),
         ("fold", "ram.data[8:]", 1, ""), ("fold", "ram.data[16:]", 1, ""), ("fold", "ram.data[24:]", 1, "")]
     assert len(proto.outputs) == 4 and len(proto.registers) == 20
-    assert len(proto.generated) == 30 and len(proto.frame_kinds(False)) == 2
+    assert len(proto.generated) == 35 and len(proto.frame_kinds(False)) == 2
     assert proto.generated[-1] == ("reg", 19)           # the frame ends on the last ungated register chunk
 
 
