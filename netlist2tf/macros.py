@@ -352,9 +352,10 @@ def expand_shift(cell: Cell, next_net: int, used: set):
                     singles += [(sel, u) for u in range(v, end + 1)]
             v = end + 1
         plans[i] = (singles, runs)
+    needed = {u for singles, _ in plans.values() for _, u in singles}
     decode = {}
     for v in possible:
-        if not any(u == v for singles, _ in plans.values() for _, u in singles):
+        if v not in needed:
             continue
         d = b.new_net(f"amount=={v}")
         b.emit(d, [b.step([(n, not (v >> k) & 1, 1) for k, n in enumerate(B)], len(B))])

@@ -197,18 +197,13 @@ def resolve_groups(netlist: Netlist, gated=(), gated_writes=(), held=(), folded_
                                   f"{dirty} must start at 1 (or the registers at 0)")
         specs.append(GroupSpec("reg", gate, outs[gate][0], nets, hold=dirty))
     mems = {m.name: m for m in netlist.memories}
-    for name in gated_writes:
-        m = mems.get(name)
-        if m is None or not m.write_ports:
-            raise Netlist2TFError(f"gated writes: {name!r} is not a written memory of {netlist.top} "
-                                  f"(written memories: {', '.join(sorted(k for k, v in mems.items() if v.write_ports)) or 'none'})")
-        specs.append(GroupSpec("write", name, m.write_ports[0].enable[0], (name,)))
-    for name in folded_writes:
-        m = mems.get(name)
-        if m is None or not m.write_ports:
-            raise Netlist2TFError(f"folded writes: {name!r} is not a written memory of {netlist.top} "
-                                  f"(written memories: {', '.join(sorted(k for k, v in mems.items() if v.write_ports)) or 'none'})")
-        specs.append(GroupSpec("fold", name, -1, (name,)))
+    for kind, what, names in (("write", "gated writes", gated_writes), ("fold", "folded writes", folded_writes)):
+        for name in names:
+            m = mems.get(name)
+            if m is None or not m.write_ports:
+                raise Netlist2TFError(f"{what}: {name!r} is not a written memory of {netlist.top} (written "
+                                      f"memories: {', '.join(sorted(k for k, v in mems.items() if v.write_ports)) or 'none'})")
+            specs.append(GroupSpec(kind, name, m.write_ports[0].enable[0] if kind == "write" else -1, (name,)))
     return tuple(specs)
 
 

@@ -53,6 +53,7 @@ each chunk, for each parity, the 2**chunk_bits values: ``id = base(kind, chunk, 
 """
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 
@@ -132,6 +133,25 @@ class GroupSpec:
     gate: int
     members: tuple
     hold: str = ""
+
+
+def _ports_first(groups) -> bool:
+    """Whether the write ports come before the ungated registers (a gated or folded port: the last
+    register chunk then ends the frame and commits the writes)."""
+    return any(g.kind in ("write", "fold") for g in groups)
+
+
+@functools.lru_cache(maxsize=64)
+def _parents(groups: tuple) -> tuple:
+    """Per group, the group whose absence implies its own (a fold group's: the previous fold of its
+    port, or the port's write group), else None; computed once per protocol's groups (every frame
+    asks)."""
+    out = []
+    for k, g in enumerate(groups):
+        out.append(None if g.kind != "fold" else
+                   next((j for j in range(k - 1, -1, -1)
+                         if groups[j].kind in ("fold", "write") and groups[j].members == g.members), None))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +329,7 @@ class TraceProtocol:
         writes = []
         for p in self.ports:
             writes += [(MA, j) for j in p.ma] + [(MD, j) for j in p.md]
-        if any(g.kind in ("write", "fold") for g in groups):
+        if _ports_first(groups):
             return out + reg_grouped + writes + reg_rest
         return out + reg_grouped + reg_rest + writes
 
@@ -322,16 +342,8 @@ class TraceProtocol:
         return tuple(n for j in port.md[first:] for n in self.mem_data[j].bits if n not in (CONST0, CONSTX))
 
     def _parent(self, group: int) -> int | None:
-        """The group whose absence implies group ``group``'s (a fold group's: the previous fold of
-        its port, or the port's write group); None for the others."""
-        g = self.groups[group]
-        if g.kind != "fold":
-            return None
-        for k in range(group - 1, -1, -1):
-            h = self.groups[k]
-            if h.kind in ("fold", "write") and h.members == g.members:
-                return k
-        return None
+        """The group whose absence implies group ``group``'s (``_parents``)."""
+        return _parents(self.groups)[group]
 
     def gate_probe(self, group: int) -> tuple[int, ...]:
         """The nets a simulator reads for group ``group``'s gate: the gate net, or a fold group's
@@ -506,7 +518,7 @@ class TraceProtocol:
     def _commit_tail(self, frame_parity: int, registers: dict) -> list[int]:
         """After a prompt write group when the ports come before the registers: the frame's last
         chunk (an ungated register's), which commits the write (its value rewritten unchanged)."""
-        if not any(g.kind in ("write", "fold") for g in self.groups):
+        if not _ports_first(self.groups):
             return []
         kind, j = self.generated[-1]
         return [self.token(Field(kind, j, self.parity_of(kind, frame_parity), self._pack_registers(registers)[j]))]
