@@ -35,7 +35,7 @@ import numpy as np
 from netlist2tf.errors import Netlist2TFError
 from netlist2tf.paths import build_dir as default_build_dir
 
-from hdl.rv32.core import M_CYCLES, M_STEPS   # a multiplication or division occupies the core this many cycles
+from hdl.rv32.core import M_CYCLES, m_steps   # a division occupies the core M_CYCLES cycles, a multiplication fewer
 
 from .machine import CONSOLE_ADDR, Halt, Retire, RunResult
 from .netlist_engine import check_image, core_design, halt_from_port
@@ -560,9 +560,11 @@ class TraceDecoder:
         # Whether the instruction retires, read off the state (hdl/rv32/core.py: ``go``): not when the
         # machine stops in this cycle or has stopped (halted's next value), nor while an M instruction
         # waits for its unit (it retires in the cycle that starts with the unit busy and its count at
-        # M_STEPS). A store retires to the console when it writes no RAM word (else it traps).
+        # its steps, ``m_steps(funct3)``). A store retires to the console when it writes no RAM word
+        # (else it traps).
         m_insn = insn & 0x7F == OP_OP and insn >> 25 == 1
-        m_done = self._value(self.registers, "m_busy") and self._value(self.registers, "m_count") == M_STEPS
+        m_done = (self._value(self.registers, "m_busy")
+                  and self._value(self.registers, "m_count") == m_steps((insn >> 12) & 7))
         out["rvfi_valid"] = int(not self._value(frame.registers, "halted") and not (m_insn and not m_done))
         out["console_valid"] = int(out["rvfi_valid"] and insn & 0x7F == OP_STORE and waddr is None)
         out["mem_lane"] = out.get("mem_lane", 0) | out.get("store_lane", 0)

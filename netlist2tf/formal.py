@@ -31,7 +31,7 @@ SUPPORTED = frozenset({"$lut", "$alu", "$eq", "$ne", "$lt", "$le", "$gt", "$ge",
                        "$logic_and", "$logic_or", "$reduce_and", "$reduce_or", "$reduce_bool",
                        "$reduce_xor", "$reduce_xnor", "$not", "$and", "$or", "$xor", "$xnor", "$mux",
                        "$pmux", "$shl", "$sshl", "$shr", "$sshr", "$shift", "$shiftx", "$add", "$sub",
-                       "$mul", "$neg", "$pos", "$buf", "$div", "$mod", "$divfloor", "$modfloor"})
+                       "$mul", "$macc_v2", "$neg", "$pos", "$buf", "$div", "$mod", "$divfloor", "$modfloor"})
 
 
 @dataclass(frozen=True)
@@ -123,6 +123,18 @@ class _Cycle:
                                   f"cell type; it models {', '.join(sorted(SUPPORTED))}")
         ins = {k: v for k, v in c.inputs}
         w = {k: len(v) for k, v in c.inputs + c.outputs}
+        if t == "$macc_v2":
+            yw = w["Y"]
+            operand = lambda sig, signed: self.ext(self.word(sig), len(sig), yw, signed)   # noqa: E731
+            products, addends = c.products_and_addends()
+            total = z3.BitVecVal(0, yw)
+            for a_sig, b_sig, signed, neg in products:
+                p = operand(a_sig, signed) * operand(b_sig, signed)
+                total = total - p if neg else total + p
+            for c_sig, signed, neg in addends:
+                total = total - operand(c_sig, signed) if neg else total + operand(c_sig, signed)
+            self._store(dict(c.outputs)["Y"], total, yw)
+            return
         A = self.word(ins["A"]) if "A" in ins else None
         B = self.word(ins["B"]) if "B" in ins else None
         aw, bw = w.get("A", 0), w.get("B", 0)

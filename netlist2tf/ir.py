@@ -84,6 +84,37 @@ class Cell:
                 return v
         raise NetlistFormatError(f"cell {self.name} ({self.type}) has no port {name}")
 
+    def products_and_addends(self):
+        """A ``$mul`` or ``$macc_v2`` cell as ``(products, addends)``: ``Y`` is the sum, modulo
+        ``2**Y_WIDTH``, of ``+-A_i * B_i`` over ``products`` ``(A_i, B_i, signed, negated)`` and
+        ``+-C_j`` over ``addends`` ``(C_j, signed, negated)``, every operand first extended to
+        ``Y_WIDTH`` bits (sign-extended when signed), as Yosys's simlib defines them (a ``$mul`` is
+        signed only when both operands are; ``$macc_v2``'s per-product ``A_SIGNED``/``B_SIGNED`` bits
+        are equal by RTLIL invariant)."""
+        def bit(value, i):
+            return int(value) >> i & 1 if isinstance(value, int) else 0
+
+        if self.type == "$mul":
+            signed = bool(self.param("A_SIGNED", 0)) and bool(self.param("B_SIGNED", 0))
+            return [(self.port("A"), self.port("B"), signed, False)], []
+        if self.type != "$macc_v2":
+            raise ValueError(f"{self.type} is not a multiplier cell")
+        products, addends = [], []
+        A, B, C = (dict(self.inputs).get(k, ()) for k in "ABC")
+        ai = bi = ci = 0
+        for i in range(int(self.param("NPRODUCTS", 0))):
+            aw = int(self.param("A_WIDTHS")) >> (16 * i) & 0xFFFF
+            bw = int(self.param("B_WIDTHS")) >> (16 * i) & 0xFFFF
+            signed = bool(bit(self.param("A_SIGNED", 0), i) and bit(self.param("B_SIGNED", 0), i))
+            products.append((A[ai:ai + aw], B[bi:bi + bw], signed, bool(bit(self.param("PRODUCT_NEGATED", 0), i))))
+            ai, bi = ai + aw, bi + bw
+        for j in range(int(self.param("NADDENDS", 0))):
+            cw = int(self.param("C_WIDTHS")) >> (16 * j) & 0xFFFF
+            addends.append((C[ci:ci + cw], bool(bit(self.param("C_SIGNED", 0), j)),
+                            bool(bit(self.param("ADDEND_NEGATED", 0), j))))
+            ci += cw
+        return products, addends
+
     def has_port(self, name: str) -> bool:
         return any(k == name for k, _ in self.inputs + self.outputs)
 
@@ -492,6 +523,10 @@ def parse_netlist(text: str, origin: str = "netlist JSON") -> Netlist:
             ins = tuple(sorted((k, v) for k, v in conns.items() if dirs.get(k, "input") == "input"))
             outs = tuple(sorted((k, v) for k, v in conns.items() if dirs.get(k) == "output"))
             cells.append(Cell(cname, ctype, tuple(sorted(params.items())), ins, outs, src))
+
+    # Registers in natural order of their names (Yosys numbers the slices of a register it splits:
+    # slice$93 before slice$100 keeps the bits of a signal in order in the trace's chunks).
+    registers.sort(key=lambda reg: [(0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", reg.name)])
 
     # Net names: ports first, then public names (shortest first), then hidden ones.
     best: dict[int, tuple] = {}

@@ -13,7 +13,7 @@ rather than their total.
 
 import heapq
 
-from .gadgets.ffn_threshold import Neuron, boolean_function
+from .gadgets.ffn_threshold import Neuron, boolean_function, merge_neurons
 from .gadgets.layout import ResidualLayout
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .logic import BitFunction
@@ -63,8 +63,12 @@ def lower_logic(netlist: Netlist, sched: Schedule, layout: ResidualLayout, pairs
     """FFN neurons of every layer (index = layer) for the scheduled combinational cells."""
     layers: list[list[Neuron]] = [[] for _ in range(sched.target.num_layers)]
     for name in sorted(sched.cell_layer, key=lambda c: (sched.cell_layer[c], c)):
-        for f in sched.functions[name]:
-            layers[sched.cell_layer[name]] += bit_neurons(f, layout, pairs)
+        fns = sched.functions[name]
+        # a unit's threshold-function neurons merged (schedule.unit_cost counts them so)
+        layers[sched.cell_layer[name]] += merge_neurons(
+            [n for f in fns if not isinstance(f, BitFunction) for n in bit_neurons(f, layout, pairs)])
+        layers[sched.cell_layer[name]] += [n for f in fns if isinstance(f, BitFunction)
+                                          for n in bit_neurons(f, layout, pairs)]
     return layers
 
 

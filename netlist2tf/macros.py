@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import UnsupportedDesignError
-from .gadgets.ffn_threshold import Neuron, threshold_gate
+from .gadgets.ffn_threshold import Neuron
 from .ir import CONST0, CONST1, CONSTX, Cell
 from .logic import lone_cell_netlist
 from .validate import Problem
@@ -37,7 +37,8 @@ from .validate import Problem
 GROUP = 8          # blocks per lookahead group (2**8: the bfloat16-exact range)
 SHIFT_CELLS = ("$shl", "$shr", "$sshl", "$sshr", "$shift", "$shiftx")
 REDUCE_CELLS = ("$reduce_and", "$reduce_or", "$reduce_bool", "$logic_not", "$eq", "$ne")
-MACRO_CELLS = ("$alu",) + SHIFT_CELLS + REDUCE_CELLS
+MUL_CELLS = ("$mul", "$macc_v2")
+MACRO_CELLS = ("$alu",) + SHIFT_CELLS + REDUCE_CELLS + MUL_CELLS
 MAX_SHIFT_AMOUNT_BITS = 8
 
 
@@ -64,17 +65,39 @@ class ThresholdFunction:
     def support(self) -> tuple[int, ...]:
         return tuple(sorted({n for s in self.steps for n, _, _ in s.terms}))
 
+    def relus(self) -> list[tuple[tuple, int, int]]:
+        """The ReLUs computing ``out`` as ``(terms, bias, weight)``: ``out = sum weight *
+        relu(sum(terms) + bias)``. Each step is ``relu(m) - relu(m - 1)`` (m = sum - theta + 1; one
+        ReLU when m <= 1, a constant when m >= 1 always: ``ffn_threshold.threshold_gate``), and the
+        steps' ReLUs that coincide are one neuron with the weights summed: a counter's steps
+        ``[V >= t]`` for consecutive t share all but one ReLU each (an n-input parity costs n + 1
+        neurons instead of 2n). Exact: the same integer sum, down-projection weights of 2 instead of
+        two weights of 1."""
+        merged: dict = {}
+        for s in self.steps:
+            lo = 1 - s.theta + sum(w for _, _, w in s.terms if w < 0)
+            hi = 1 - s.theta + sum(w for _, _, w in s.terms if w > 0)
+            if hi <= 0:
+                continue
+            if lo >= 1:
+                parts = [(((), 1), s.sign)]
+            elif hi == 1:
+                parts = [((s.terms, 1 - s.theta), s.sign)]
+            else:
+                parts = [((s.terms, 1 - s.theta), s.sign), ((s.terms, -s.theta), -s.sign)]
+            for key, w in parts:
+                merged[key] = merged.get(key, 0) + w
+        return [(terms, bias, w) for (terms, bias), w in merged.items() if w]
+
     @property
     def cost(self) -> int:
-        return sum(s.neuron_count() for s in self.steps)
+        return len(self.relus())
 
     def neurons(self, layout, pairs: dict) -> list[Neuron]:
-        out = layout.pair(pairs[self.out])
-        neurons = []
-        for s in self.steps:
-            ins = [(layout.pair(pairs[n])[1 if inv else 0], w) for n, inv, w in s.terms]
-            neurons += threshold_gate(ins, s.theta, out if s.sign > 0 else (out[1], out[0]))
-        return neurons
+        plus, minus = layout.pair(pairs[self.out])
+        return [Neuron(tuple((layout.pair(pairs[n])[1 if inv else 0], w) for n, inv, w in terms), bias,
+                       ((plus, w), (minus, -w)))
+                for terms, bias, w in self.relus()]
 
     def value(self, bits: dict) -> int:
         v = 0
@@ -169,24 +192,31 @@ def expand_alu(cell: Cell, next_net: int, used: set) -> tuple[list[ThresholdFunc
         if want("X", i):
             t = [(*AA[i], 1), (*BB[i], 1)]
             b.emit(outs["X"][i], [b.step(t, 1, 1), b.step(t, 2, -1)])
-    need_sum = [i for i in range(W) if want("Y", i) or want("CO", i)]
-    if need_sum:
-        blocks = _blocks(AA, BB, ci)
-        block_of = {i: k for k, blk in enumerate(blocks) for i in blk}
-        carry = _block_carries(b, blocks[:block_of[max(need_sum)] + 1], AA, BB, ci)
-        for i in need_sum:
-            k = block_of[i]
-            lo = blocks[k][0]
-            j = i - lo
-            terms = [t for m in range(lo, i + 1) for t in ((*AA[m], 1 << (m - lo)), (*BB[m], 1 << (m - lo)))]
-            terms.append((*carry[k], 1))
-            unit = 1 << j
-            if want("Y", i):
-                b.emit(outs["Y"][i], [b.step(terms, unit, 1), b.step(terms, 2 * unit, -1),
-                                      b.step(terms, 3 * unit, 1)])
-            if want("CO", i):
-                b.emit(outs["CO"][i], [b.step(terms, 2 * unit, 1)])
+    _add(b, AA, BB, ci, {i: outs["Y"][i] for i in range(W) if want("Y", i)},
+         {i: outs["CO"][i] for i in range(W) if want("CO", i)})
     return b.functions, b.names, b.next_net
+
+
+def _add(b: _Builder, AA, BB, ci, sums: dict, carries: dict) -> None:
+    """The sum bits ``sums`` ({bit: output net}) and carry-out bits ``carries`` of AA + BB + ci
+    (literal lists, LSB first): the carry-lookahead of the module docstring, 3 levels at most for
+    up to 8 blocks."""
+    need = sorted(set(sums) | set(carries))
+    if not need:
+        return
+    blocks = _blocks(AA, BB, ci)
+    block_of = {i: k for k, blk in enumerate(blocks) for i in blk}
+    carry = _block_carries(b, blocks[:block_of[need[-1]] + 1], AA, BB, ci)
+    for i in need:
+        k = block_of[i]
+        lo = blocks[k][0]
+        terms = [t for m in range(lo, i + 1) for t in ((*AA[m], 1 << (m - lo)), (*BB[m], 1 << (m - lo)))]
+        terms.append((*carry[k], 1))
+        unit = 1 << (i - lo)
+        if i in sums:
+            b.emit(sums[i], [b.step(terms, unit, 1), b.step(terms, 2 * unit, -1), b.step(terms, 3 * unit, 1)])
+        if i in carries:
+            b.emit(carries[i], [b.step(terms, 2 * unit, 1)])
 
 
 def _blocks(AA, BB, ci) -> list[list[int]]:
@@ -441,8 +471,170 @@ def expand_reduce(cell: Cell, next_net: int, used: set):
     return b.functions, b.names, b.next_net
 
 
+MAX_COLUMN = 256          # a column count (or a slice's value) must stay bfloat16-exact
+MAX_SLICE_VALUE = 64      # a multi-column counter only where its value is small (its cost grows with it)
+
+
+def _normalize(cols: list[list]) -> list[list]:
+    """Columns of literals (weight 2**c each) with every net at most once per column: x twice is x
+    once a column up, x and not-x together are the constant 1, and constant 1s carry upwards; what
+    carries past the top is dropped (the sum is taken modulo 2**len(cols))."""
+    W = len(cols)
+    cols = [list(c) for c in cols]
+    for c in range(W):
+        counts: dict = {}
+        for lit in cols[c]:
+            v = _lit_value(*lit)
+            if v == 0:
+                continue
+            key = (CONST1, False) if v == 1 else lit
+            counts[key] = counts.get(key, 0) + 1
+        for n, inv in list(counts):
+            if n != CONST1 and not inv and (n, True) in counts:      # x + (1 - x) = 1
+                both = min(counts[(n, False)], counts[(n, True)])
+                counts[(n, False)] -= both
+                counts[(n, True)] -= both
+                counts[(CONST1, False)] = counts.get((CONST1, False), 0) + both
+        cols[c] = []
+        for lit, k in counts.items():
+            if k & 1:
+                cols[c].append(lit)
+            if k >> 1 and c + 1 < W:
+                cols[c + 1] += [lit] * (k >> 1)
+    return cols
+
+
+def _counter_bits(b: _Builder, lits_by_weight: list[tuple[tuple, int]], lo: int, W: int, name: str,
+                  out: list[list]) -> None:
+    """One counter: V = sum weight * literal over ``lits_by_weight`` ((net, inv), weight); its bits
+    go to columns lo, lo + 1, ... (below W) of ``out``, each bit j as the alternating sum of
+    ``[V >= t * 2**j]`` (one level; ``ThresholdFunction.relus`` shares the bit-0 ReLUs)."""
+    terms = [(n, inv, w) for (n, inv), w in lits_by_weight]
+    vmax = sum(w * (1 if _lit_value(n, inv) is None else _lit_value(n, inv)) for n, inv, w in terms)
+    for j in range(vmax.bit_length()):
+        if lo + j >= W:
+            break
+        unit = 1 << j
+        steps = [b.step(terms, t * unit, 1 if t % 2 else -1) for t in range(1, vmax // unit + 1)]
+        net = b.new_net(f"{name}.bit{j}")
+        b.emit(net, steps)
+        out[lo + j].append((net, False))
+
+
+def _reduce_level(b: _Builder, cols: list[list], level: int) -> list[list]:
+    """One level of threshold counters: the columns of height >= 3 (or all of them, in slices of k
+    columns, when that already leaves every column at most 2 high and the slices' values stay
+    small) replaced by their counts' bits."""
+    W = len(cols)
+    heights = [len(c) for c in cols]
+
+    def plan(k):
+        slices, new = [], [0] * W
+        c = 0
+        while c < W:
+            if k == 1 and heights[c] <= 2:
+                new[c] += heights[c]
+                c += 1
+                continue
+            members = list(range(c, min(c + k, W)))
+            value = sum(heights[m] << (m - c) for m in members)
+            slices.append((c, members, value))
+            for j in range(value.bit_length()):
+                if c + j < W:
+                    new[c + j] += 1
+            c += len(members)
+        return slices, max(new, default=0)
+
+    chosen = None
+    for k in (2, 3, 4):
+        slices, top = plan(k)
+        if top <= 2 and all(v <= MAX_SLICE_VALUE for _, _, v in slices):
+            chosen = slices
+            break
+    if chosen is None:
+        chosen, _ = plan(1)
+    out = [[] for _ in range(W)]
+    sliced = {m for _, members, _ in chosen for m in members}
+    for c in range(W):
+        if c not in sliced:
+            out[c] += cols[c]
+    for c, members, _ in chosen:
+        lits = [(lit, 1 << (m - c)) for m in members for lit in cols[m]]
+        _counter_bits(b, lits, c, W, f"l{level}c{c}", out)
+    return _normalize(out)
+
+
+def expand_mul(cell: Cell, next_net: int, used: set):
+    """``$mul`` and ``$macc_v2`` (sums of products and addends) as a threshold multiplier:
+
+    1. partial products: bit i of A AND bit j of B, ``[a + b >= 2]``, one neuron each (none where a
+       factor bit is constant or both are the same net), in column i + j; a negated product or
+       addend enters as its inverted bits plus a constant (``-x = ~x + 1``), constants as 1 bits;
+    2. levels of counters: a column of height h >= 3 becomes the bits of its count (``[V >= t * 2**j]``
+       summed with alternating signs: one level, ~3h neurons), which land in the columns above it;
+       a level that can leave every column at most 2 high with small multi-column counters uses
+       those instead (it saves a level); 32 -> 6 -> 3 -> 2 high in three levels;
+    3. the two remaining rows added by the carry-lookahead adder of ``$alu`` (3 levels).
+
+    A 32 x 32 -> 32 multiplier is 7 levels; a 32 x 16 product plus a 32-bit addend too. Only the
+    columns up to the highest used output bit are built. Every count stays <= 256 (bfloat16-exact):
+    a column higher than that is refused."""
+    products, addends = cell.products_and_addends()
+    Y = dict(cell.outputs)["Y"]
+    wanted = [i for i, n in enumerate(Y) if n in used]
+    b = _Builder(next_net, cell)
+    if not wanted:
+        return b.functions, b.names, b.next_net
+    W = max(wanted) + 1
+    cols: list[list] = [[] for _ in range(W)]
+    const = 0
+    pp: dict = {}
+    for a_sig, b_sig, signed, neg in products:
+        A, B = _extended(a_sig, W, signed)[:W], _extended(b_sig, W, signed)[:W]
+        for i, x in enumerate(A):
+            for j, z in enumerate(B[:W - i]):
+                vx, vz = _lit_value(x, False), _lit_value(z, False)
+                if vx == 0 or vz == 0:
+                    continue
+                if vx == 1 or vz == 1 or x == z:
+                    lit = (CONST1, False) if vx == vz == 1 else (z if vx == 1 else x, False)
+                else:
+                    key = (min(x, z), max(x, z))
+                    if key not in pp:
+                        pp[key] = b.new_net(f"pp[{x},{z}]")
+                        b.emit(pp[key], [b.step([(x, False, 1), (z, False, 1)], 2)])
+                    lit = (pp[key], False)
+                if neg:
+                    lit, const = (lit[0], not lit[1]), const - (1 << (i + j))
+                cols[i + j].append(lit)
+    for c_sig, signed, neg in addends:
+        for i, x in enumerate(_extended(c_sig, W, signed)[:W]):
+            if neg:
+                cols[i].append((x, True))
+                const -= 1 << i
+            else:
+                cols[i].append((x, False))
+    for i in range(W):
+        if (const % (1 << W)) >> i & 1:
+            cols[i].append((CONST1, False))
+    cols = _normalize(cols)
+    if max(len(c) for c in cols) > MAX_COLUMN:
+        raise UnsupportedDesignError([Problem(f"cell {cell.name} ({cell.type})", cell.src,
+                                              f"a column of {max(len(c) for c in cols)} partial products; the "
+                                              f"multiplier macro takes at most {MAX_COLUMN}")])
+    level = 0
+    while max(len(c) for c in cols) > 2:
+        level += 1
+        cols = _reduce_level(b, cols, level)
+    rows = [[c[k] if k < len(c) else (CONST0, False) for c in cols] for k in (0, 1)]
+    _add(b, rows[0], rows[1], CONST0, {i: Y[i] for i in wanted}, {})
+    return b.functions, b.names, b.next_net
+
+
 def expand(cell: Cell, next_net: int, used: set):
     """Dispatch on the cell type (one of ``MACRO_CELLS``)."""
+    if cell.type in MUL_CELLS:
+        return expand_mul(cell, next_net, used)
     if cell.type in REDUCE_CELLS:
         return expand_reduce(cell, next_net, used)
     if cell.type == "$alu":

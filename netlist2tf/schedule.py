@@ -72,6 +72,14 @@ def compose(f: BitFunction, net: int, g: BitFunction, max_inputs: int) -> BitFun
     return BitFunction(f.out, tuple(support[i] for i in keep), reduced)
 
 
+def unit_cost(fns) -> int:
+    """FFN neurons for a unit's functions (a cell's, or a macro's in one layer): the truth tables'
+    costs summed, and the distinct ReLUs of its threshold functions (``lower.lower_logic`` merges
+    equal neurons: a counter's bits share theirs)."""
+    relus = {(terms, bias) for f in fns if not isinstance(f, BitFunction) for terms, bias, _ in f.relus()}
+    return len(relus) + sum(neuron_cost(f) for f in fns if isinstance(f, BitFunction))
+
+
 def neuron_cost(f) -> int:
     """FFN neurons for one output bit: for a truth table, its true minterms or 1 + its false
     minterms if that is fewer; for a macro's threshold function, two per step (fewer at the ends)."""
@@ -116,7 +124,7 @@ class Schedule:
         offsets = [0] * self.target.num_layers
         for name in sorted(self.cell_layer, key=lambda n: (self.cell_layer[n], n)):
             layer = self.cell_layer[name]
-            cost = sum(neuron_cost(f) for f in self.functions[name])
+            cost = unit_cost(self.functions[name])
             c = cells[self.unit_cell[name]]
             by_layer.setdefault(layer, []).append(
                 f"L{layer} ffn[{offsets[layer]}:{offsets[layer] + cost}] <- {c.type} {name}"
@@ -313,7 +321,7 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None):
     neurons = [0] * max(L, 1)
     for name, layer in cell_layer.items():
         if layer < L:
-            neurons[layer] += sum(neuron_cost(f) for f in functions[name])
+            neurons[layer] += unit_cost(functions[name])
     problems = []
     if depth > L - 1:
         chain = "\n    ".join(f"level {lvl}: {what}" for what, lvl in path)
@@ -349,7 +357,7 @@ def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, re
             fixed[n] = min(fixed.get(n, L), layer)
     for n, _ in required:
         fixed[n] = min(fixed.get(n, L), L - 1)
-    cost = {u: sum(neuron_cost(f) for f in functions[u]) for u in cell_layer}
+    cost = {u: unit_cost(functions[u]) for u in cell_layer}
     load = [0] * L
     for u, layer in cell_layer.items():
         if layer < L:

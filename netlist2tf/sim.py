@@ -380,6 +380,18 @@ class _Codegen:
             op = {"$lt": "<", "$le": "<=", "$gt": ">", "$ge": ">=", "$eq": "==", "$ne": "!=",
                   "$eqx": "==", "$nex": "!="}[t]
             return p.b(f"{a} {op} {b}")
+        if t == "$macc_v2":
+            # the sum of (negated) products and addends, each extended to Y_WIDTH (wrapping mod 2**64
+            # in the NumPy lanes is exact below that width; wider values run on Python integers)
+            products, addends = c.products_and_addends()
+            e = p.lit(0)
+            for a_sig, b_sig, signed, neg in products:
+                a = self.ext(self.sig(a_sig), len(a_sig), yw, signed)
+                b = self.ext(self.sig(b_sig), len(b_sig), yw, signed)
+                e = f"({e} {'-' if neg else '+'} ({a} * {b}))"
+            for c_sig, signed, neg in addends:
+                e = f"({e} {'-' if neg else '+'} {self.ext(self.sig(c_sig), len(c_sig), yw, signed)})"
+            return f"({e} & {m})"
         if t in ("$add", "$sub", "$mul"):
             a, b = self.ext(A, aw, yw, both), self.ext(B, bw, yw, both)
             op = {"$add": "+", "$sub": "-", "$mul": "*"}[t]

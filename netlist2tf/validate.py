@@ -18,7 +18,7 @@ WORD_CELLS = frozenset({
     "$logic_not", "$logic_and", "$logic_or",
     "$shl", "$shr", "$sshl", "$sshr", "$shift", "$shiftx",
     "$lt", "$le", "$eq", "$ne", "$eqx", "$nex", "$ge", "$gt",
-    "$add", "$sub", "$mul", "$div", "$mod", "$divfloor", "$modfloor", "$pow",
+    "$add", "$sub", "$mul", "$macc_v2", "$div", "$mod", "$divfloor", "$modfloor", "$pow",
     "$mux", "$pmux", "$bmux", "$demux", "$bwmux", "$bweqx",
     "$lut", "$sop", "$concat", "$slice", "$alu", "$fa", "$lcu",
 })

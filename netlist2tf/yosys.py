@@ -64,12 +64,13 @@ LUT_FLOW = tuple(step for cmd in GATE_FLOW
 #: ``$alu`` cells (``alumacc`` in the coarse half makes them) and shifts by a variable amount of 2-8
 #: bits stay ``$shl``/``$shr``/``$sshl``/``$sshr``/``$shift``/``$shiftx`` cells, which the compiler
 #: lowers as shallow threshold circuits (``macros.py``). The selection is "every cell but those"; the
-#: second ``techmap`` maps what the first one's mappings create (a multiplier becomes full adders and a
-#: final ``$alu``, which is kept).
+#: second ``techmap`` maps what the first one's mappings create. Multipliers stay ``$mul`` cells and
+#: sums of products ``$macc_v2`` cells (``alumacc`` makes them from ``a * b + c``): threshold
+#: multipliers too (``macros.expand_mul``), 6 levels for 32 x 32 instead of abc's ~12.
 _KEEP = ("t:$alu t:$shl t:$shr %u t:$sshl %u t:$sshr %u t:$shift %u t:$shiftx %u "
          "r:B_WIDTH>=2 %i r:B_WIDTH<=8 %i %u "
          "t:$reduce_and t:$reduce_or %u t:$reduce_bool %u t:$logic_not %u t:$eq %u t:$ne %u "
-         "r:A_WIDTH>=6 %i %u %n")
+         "r:A_WIDTH>=6 %i %u t:$mul %u t:$macc_v2 %u %n")
 MACRO_FLOW = tuple(step for cmd in LUT_FLOW
                    for step in ((f"techmap {_KEEP}",) * 2 if cmd == "techmap" else (cmd,)))
 

@@ -1,8 +1,10 @@
 """An RV32IM + Zba core designed to be compiled into a transformer.
 
-One instruction per clock cycle, except the M extension: multiplication and division/remainder take
-``M_CYCLES`` = 18 cycles each (one to start, 16 two-bit steps -- shift-add for products, restoring
-division for quotients -- and one that applies the signs and retires from registers). The RAM
+One instruction per clock cycle, except the M extension: a multiplication takes ``MUL_CYCLES`` = 4
+cycles (one to start, two 16-bit steps ``{hi, lo} <- hi + op * lo[0:16]`` -- a multiply-add the
+compiler builds as a threshold multiplier, ``netlist2tf.macros.expand_mul`` -- and one that applies
+the signs and retires from registers), a division/remainder ``M_CYCLES`` = 18 (16 two-bit restoring
+division steps). The RAM
 (``ram``: ``ram_size/4`` words) and the 32 registers (``regs``: word i is x``i``, x0 never written)
 are Amaranth ``Memory``s with asynchronous (combinational) read ports and one write port each, so
 they stay memories in the netlist (DeltaNet heads in the compiled model) and every read sees the
@@ -52,9 +54,17 @@ OP_BRANCH, OP_LOAD, OP_STORE = 0b1100011, 0b0000011, 0b0100011
 OP_IMM, OP_OP, OP_MISC_MEM, OP_SYSTEM = 0b0010011, 0b0110011, 0b0001111, 0b1110011
 
 
-M_BITS = 2                       # multiplier / quotient bits per M step (the step's depth: 4 levels a bit)
-M_STEPS = 32 // M_BITS
-M_CYCLES = M_STEPS + 2           # start, the steps, finish
+M_BITS = 2                       # quotient bits per division step (the step's depth: 4 levels a bit)
+M_STEPS = 32 // M_BITS           # division steps
+M_CYCLES = M_STEPS + 2           # a division: start, the steps, finish (the longest M instruction)
+MUL_BITS = 16                    # multiplier bits per multiplication step (a 32 x 16 multiply-add: 6 levels)
+MUL_STEPS = 32 // MUL_BITS
+MUL_CYCLES = MUL_STEPS + 2
+
+
+def m_steps(funct3: int) -> int:
+    """The steps of the M instruction with this funct3 (its unit retires it after them)."""
+    return M_STEPS if funct3 & 4 else MUL_STEPS
 
 
 class Core(wiring.Component):
@@ -176,8 +186,8 @@ class Core(wiring.Component):
 
         # ---- M extension (iterative: shared state, M_CYCLES cycles) --------------------------------
         # Start: busy <- 1, count <- 0, hi/lo <- the operands' starting values. Steps count
-        # 0..M_STEPS-1: M_BITS bits each. Finish (count == M_STEPS): the result comes from the
-        # registers and retires.
+        # 0..steps-1 (``m_steps``: MUL_BITS multiplier bits or M_BITS quotient bits each). Finish
+        # (count == steps): the result comes from the registers and retires.
         is_m = is_op & (funct7 == 0b0000001)
         is_mul = is_m & ~funct3[2] & (1 if self.mul else 0)
         is_div = is_m & funct3[2] & (1 if self.div else 0)
@@ -193,7 +203,7 @@ class Core(wiring.Component):
         m_op_new = Signal(reset_less=True)
         m_done = Signal()
         m_res = Signal(32)
-        m.d.comb += m_done.eq(m_busy & (m_count == M_STEPS))
+        m.d.comb += m_done.eq(m_busy & (m_count == Mux(funct3[2], M_STEPS, MUL_STEPS)))
         # Signedness from funct3 alone (only used for M instructions): MULH both, MULHSU a only,
         # MUL/MULHU neither (MUL's low word is the same); DIV/REM both, DIVU/REMU neither.
         a_signed = Mux(funct3[2], ~funct3[0], (funct3[0:2] == 1) | (funct3[0:2] == 2))
@@ -210,11 +220,9 @@ class Core(wiring.Component):
             fits = shifted >= m_op
             rem, quo = Mux(fits, shifted - m_op, shifted)[:32], Cat(fits, quo[0:31])
         div_step = (rem, quo)
-        hi, lo = m_hi, m_lo
-        for _ in range(M_BITS):                               # shift-add: {hi, lo} >> 1 per bit
-            total = (hi + Mux(lo[0], m_op, 0))[:33]
-            hi, lo = total[1:33], Cat(lo[1:32], total[0])
-        mul_step = (hi, lo)
+        # multiply-add: {hi, lo} <- (hi + op * lo[0:MUL_BITS]) : lo[MUL_BITS:] (one $macc_v2 cell)
+        total = (m_hi + m_op * m_lo[:MUL_BITS])[:32 + MUL_BITS]
+        mul_step = (total[MUL_BITS:], Cat(m_lo[MUL_BITS:], total[:MUL_BITS]))
         prod = Cat(m_lo, m_hi)
         prod_s = Mux(a_neg ^ b_neg, -prod, prod)[:64]
         quot = Mux(a_neg ^ b_neg, -m_lo, m_lo)[:32]

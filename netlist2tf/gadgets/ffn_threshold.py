@@ -63,6 +63,22 @@ def threshold_gate(inputs, theta: int, out_pair: tuple[int, int]) -> list[Neuron
     return [first, Neuron(inputs, -theta, ((plus, -1), (minus, 1)))]
 
 
+def merge_neurons(neurons) -> list[Neuron]:
+    """``neurons`` with those of equal inputs and bias as one neuron writing all their outputs (the
+    same ReLU value, added to each output channel with the weights summed; exact). Outputs that
+    cancel are dropped, and a neuron left with none. A macro's counter bits (``macros.expand_mul``)
+    all read the same sums ``relu(V - u)``: an h-input counter is h + 1 neurons for every bit of
+    its count instead of ~3h. Order: each merged neuron where its first copy was."""
+    merged: dict = {}
+    for n in neurons:
+        key = (tuple(sorted(n.inputs)), n.bias)
+        outs = merged.setdefault(key, {})
+        for ch, w in n.outputs:
+            outs[ch] = outs.get(ch, 0) + w
+    return [Neuron(ins, bias, tuple((ch, w) for ch, w in outs.items() if w))
+            for (ins, bias), outs in merged.items() if any(outs.values())]
+
+
 def boolean_function(input_pairs, truth_table: int, out_pair: tuple[int, int]) -> list[Neuron]:
     """Neurons computing f(bits) for ``input_pairs`` [(b channel, 1-b channel), ...] where bit j of
     ``truth_table`` is f at the input pattern j (input 0 = least significant)."""
