@@ -221,7 +221,8 @@ def _teacher(folder, cycles, batch, dtype=torch.float32):
     return checked
 
 
-@pytest.mark.parametrize("design", ["hdl.examples.fifo:FIFO", "hdl.examples.regfile:RegisterFile"])
+@pytest.mark.parametrize("design", ["hdl.examples.fifo:FIFO",
+                                    pytest.param("hdl.examples.regfile:RegisterFile", marks=pytest.mark.slow)])
 def test_teacher_forced_thousand_cycles(design, checkpoints):
     """1,000 cycles x 8 rows, every generated token (memory writes included) checked against the
     model's greedy choice in long forward calls."""
@@ -396,7 +397,8 @@ def test_collapsed_logic_fits_fewer_layers(design, layers, tmp_path, build_dir):
     _verify(folder, cycles=60, batch=2)
 
 
-@pytest.mark.parametrize("dtype,prefill,batch", [(torch.float32, True, 3), (torch.bfloat16, False, 2)])
+@pytest.mark.parametrize("dtype,prefill,batch", [(torch.float32, True, 3),
+                                                 pytest.param(torch.bfloat16, False, 2, marks=pytest.mark.slow)])
 def test_gated_registers(dtype, prefill, batch, tmp_path, build_dir, capsys):
     """``gated``: a serial multiplier's working registers are emitted only in the frames after
     which it is busy (12 generated tokens then, 6 otherwise); generated frames vary per batch row
@@ -424,7 +426,8 @@ GATED_MACHINE = ["--gated", "busy:acc,mcand,mult,count", "--gated", "err:code", 
                  "--gated-writes", "mem"]
 
 
-@pytest.mark.parametrize("dtype,prefill,batch", [(torch.float32, True, 3), (torch.bfloat16, False, 2)])
+@pytest.mark.parametrize("dtype,prefill,batch", [(torch.float32, True, 3),
+                                                 pytest.param(torch.bfloat16, False, 2, marks=pytest.mark.slow)])
 def test_every_kind_of_gated_group(dtype, prefill, batch, tmp_path, build_dir, capsys):
     """Two register groups (a serial multiplier's working registers gated by busy, an error code by
     err), an output group (the product, emitted only in the cycle done is 1) and gated writes (the
@@ -458,13 +461,16 @@ def test_every_kind_of_gated_group(dtype, prefill, batch, tmp_path, build_dir, c
 
 def test_a_broken_gate_is_refused_with_a_counterexample(tmp_path, capsys, build_dir):
     """The error code gated by busy instead of err: it matters while busy is 0 (the code output reads
-    it once err is set), and compile stops with z3's counterexample naming it."""
+    it once err is set; a start while idle makes busy's next value 1, so the frame emits code's
+    stale value as its next one), and compile stops with z3's counterexample naming it. Which of the
+    two z3 reports depends on the solver's state in the process (an earlier test's queries)."""
     out = tmp_path / "gm"
     args = ["--gated", "busy:acc,mcand,mult,count,code", "--gated", "done:p", "--gated-writes", "mem"]
     assert cli.main(["compile", "tests/designs/unusual.py:GatedMachine", "--layers", "8", *args,
                      "--out", str(out), "--build-dir", str(build_dir)]) == 2
     err = capsys.readouterr().err
-    assert "the group matters while busy is 0" in err and "output code_o" in err and "code = 0x" in err
+    assert "the group matters while busy is 0" in err and "code = 0x" in err
+    assert "output code_o" in err or "register code (next, with busy next 1)" in err, err
     assert not out.exists()
 
 

@@ -7,8 +7,8 @@ against unicorn's records here).
 
 The checkpoint (~500 M parameters) is built once into build/cpu-model/ (cached by the hash of its
 inputs) and every model test runs in one xdist group. CI runs a representative subset: the hazard
-programs generated in float32 with the prompt prefilled (batch 4) and in bfloat16 token by token
-(batch 8), the sample program ``hi``, two compact fuzzed programs teacher-forced, every trap
+programs generated in float32 with the prompt prefilled (batch 4; in bfloat16 token by token, batch
+8, with ``-m slow``: 2 minutes), the sample program ``hi``, two compact fuzzed programs teacher-forced, every trap
 program teacher-forced, ``cpu run`` on ``hi`` (speculative decoding, and ``--teacher-forced``), a
 wrong model's divergence and speculative decoding's fallback to plain generation on a wrong model.
 ``--model-fuzz N`` (e.g. 100) checks N compact fuzzed programs teacher-forced, ``--model-fuzz-generated
@@ -52,6 +52,7 @@ def test_hazards_generated_fp32_prefill(model):
     _same(run_model_batch(images, RAM, build_dir=BUILD), refs)
 
 
+@pytest.mark.slow
 def test_hazards_generated_bf16_token_by_token_batch8(model):
     """bfloat16, the prompt fed one token per call (the recurrent DeltaNet path), batch 8 (each
     hazard twice, in different rows)."""
