@@ -5,6 +5,11 @@ tokens per cycle, parameters and non-zeros, and the teacher-forced verification 
 the macro model checked against the netlist simulator). Prints a table; asserts nothing.
 
     .venv/bin/python bench/compile_figures.py [--designs counter,alu] [--cycles 20] [--no-lut]
+    .venv/bin/python bench/compile_figures.py --macros     # the arithmetic macros alone, 1 s
+
+``--macros`` prints, per arithmetic macro (adder, multipliers, multiply-add) and width 4, 8, 16, 32,
+the threshold circuit's depth (FFN levels) and neurons (each level's equal neurons merged, as the
+compiler lowers them), built straight from ``netlist2tf.macros`` on a one-cell netlist.
 """
 
 import argparse
@@ -13,10 +18,12 @@ import time
 import torch
 
 from netlist2tf.driver import compile_netlist
+from netlist2tf.ir import Cell
+from netlist2tf.macros import expand
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
 from netlist2tf.plan import CompileSettings, standalone_layer_types
-from netlist2tf.schedule import schedule
+from netlist2tf.schedule import schedule, unit_cost
 from netlist2tf.target import Target
 from netlist2tf.verify import verify_teacher_forced
 
@@ -34,12 +41,59 @@ def compile_at_depth(design: str, flow: str):
     return nl, compiled, time.perf_counter() - t0
 
 
+def macro_figures(cell: Cell, first_net: int) -> tuple[int, int]:
+    """(depth, neurons) of one macro cell with every output bit used: each function at the level
+    after its deepest input (the cell's inputs at level 0), neurons merged per level."""
+    outs = {n for _, sig in cell.outputs for n in sig}
+    fns, _, _ = expand(cell, first_net, outs)
+    level, by_level = {}, {}
+    for f in fns:
+        level[f.out] = 1 + max((level.get(n, 0) for n in f.support), default=0)
+        by_level.setdefault(level[f.out], []).append(f)
+    return max(level.values()), sum(unit_cost(v) for v in by_level.values())
+
+
+def macro_table() -> None:
+    def cell(kind, w, signed=False):
+        a, b = tuple(range(3, 3 + w)), tuple(range(3 + w, 3 + 2 * w))
+        if kind == "add":
+            y = tuple(range(3 + 2 * w, 4 + 3 * w))
+            return Cell("add", "$alu", (("A_SIGNED", 0), ("A_WIDTH", w), ("B_SIGNED", 0), ("B_WIDTH", w),
+                                        ("Y_WIDTH", w + 1)), (("A", a), ("B", b), ("BI", (0,)), ("CI", (0,))),
+                        (("Y", y),), ""), 4 + 3 * w
+        yw = w if kind == "mul-low" else 2 * w
+        y = tuple(range(3 + 2 * w, 3 + 2 * w + yw))
+        if kind == "mac":          # a * b + c, c as wide as the product
+            c = tuple(range(3 + 2 * w + yw, 3 + 2 * w + 2 * yw))
+            return Cell("mac", "$macc_v2", (("ADDEND_NEGATED", 0), ("A_SIGNED", 0), ("A_WIDTHS", w), ("B_SIGNED", 0),
+                                            ("B_WIDTHS", w), ("C_SIGNED", 0), ("C_WIDTHS", yw), ("NADDENDS", 1),
+                                            ("NPRODUCTS", 1), ("PRODUCT_NEGATED", 0), ("Y_WIDTH", yw)),
+                        (("A", a), ("B", b), ("C", c)), (("Y", y),), ""), 3 + 2 * w + 2 * yw
+        return Cell("mul", "$mul", (("A_SIGNED", int(signed)), ("A_WIDTH", w), ("B_SIGNED", int(signed)),
+                                    ("B_WIDTH", w), ("Y_WIDTH", yw)), (("A", a), ("B", b)), (("Y", y),), ""), \
+            3 + 2 * w + yw
+
+    kinds = [("adder a + b (w + 1 bits)", "add", False), ("multiplier w x w -> 2w", "mul", False),
+             ("signed multiplier w x w -> 2w", "mul", True), ("multiplier w x w -> w (low half)", "mul-low", False),
+             ("multiply-add a * b + c -> 2w", "mac", False)]
+    widths = (4, 8, 16, 32)
+    print("| macro | " + " | ".join(f"w = {w}: levels, neurons" for w in widths) + " |")
+    print("| --- |" + " ---: |" * len(widths))
+    for title, kind, signed in kinds:
+        figures = [macro_figures(*cell(kind, w, signed)) for w in widths]
+        print(f"| {title} | " + " | ".join(f"{d}, {n:,}" for d, n in figures) + " |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--designs", default=",".join(DESIGNS))
     ap.add_argument("--cycles", type=int, default=20, help="teacher-forced cycles timed per design")
     ap.add_argument("--no-lut", action="store_true", help="skip the LUT-flow comparison")
+    ap.add_argument("--macros", action="store_true", help="only the arithmetic macros' depth and neurons")
     args = ap.parse_args()
+    if args.macros:
+        macro_table()
+        return
     torch.set_num_threads(1)
     rows = []
     for key in args.designs.split(","):

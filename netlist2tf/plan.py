@@ -229,6 +229,42 @@ def reachable_banks(mem, port: int, slots: int) -> list[int]:
     return banks
 
 
+def balance_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, banks: dict,
+                  layers_allowed=None):
+    """Move memory reads to later DeltaNet layers while that lowers the most key heads any layer
+    needs (Qwen3.5's config has one head count for every DeltaNet layer, so the widest layer's sets
+    every layer's DeltaNet weights): a read in a widest layer (the fewest ``banks`` first) goes to
+    a later layer that already reads state (``layers_allowed``, or the probe's DeltaNet layers) when
+    the design still fits and the widest count, or the number of layers at it, drops. Each move is
+    a new schedule with the read pinned (``schedule(read_after=)``). Returns (schedule, pins). The
+    CPU: its constant-address a7/a0 reads go from layer 1 (with the fetch's 16 banks) to layer 2
+    (rs1, rs2): 18 -> 16 key heads."""
+    pins: dict = {}
+    while True:
+        heads = heads_of(probe)
+        top = max(heads)
+        allowed = sorted(layers_allowed if layers_allowed is not None else {0} | set(probe.read_layer.values()))
+        moved = None
+        for key, layer in sorted(probe.read_layer.items(), key=lambda kv: (banks[kv[0]], kv[0])):
+            if layer == 0 or heads[layer] != top:
+                continue
+            for later in (c for c in allowed if c > layer):
+                trial = {**pins, key: later}
+                try:
+                    cand = schedule(netlist, target, read_after=trial)
+                except ScheduleError:
+                    break                    # a later layer is deeper still
+                new = heads_of(cand)
+                if (max(new), new.count(max(new))) < (top, heads.count(top)):
+                    moved = (trial, cand)
+                    break
+            if moved:
+                break
+        if moved is None:
+            return probe, pins
+        pins, probe = moved
+
+
 def memory_capacity_slots(d_k: int) -> int:
     """Words one DeltaNet head holds with key head dim ``d_k``: all d_k where the one-hot query is
     exact (d_k a power of 4: the query scale d_k**-0.5 is a power of two), else one dim is the
@@ -306,24 +342,35 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     mems = {m.name: m for m in netlist.memories}
     if target is None:
         group = max([1] + [-(-m.width // piece) for m in netlist.memories])
+    slots = memory_capacity_slots(dk)
+    write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
+    for m in netlist.memories:
+        if m.read_ports and -(-m.width // piece) > group:
+            raise Netlist2TFError(f"memory {m.name}: {m.width}-bit words need {-(-m.width // piece)} value "
+                                  f"heads of {piece} bits per key head, the target groups {group}")
+
+    banks = {(m.name, p): len(reachable_banks(m, p, slots)) for m in netlist.memories
+             for p in range(len(m.read_ports))}
+
+    def heads_of(sched) -> list[int]:
+        """DeltaNet key heads per layer, each with up to `group` value heads: layer 0's state
+        chunks, then a key head per bank each read port can reach."""
+        heads = [0] * layers
+        heads[0] = sum(-(-n // group) for n in (len(proto.inputs), len(proto.registers), len(write_chunks)))
+        for key, layer in sched.read_layer.items():
+            heads[min(layer, layers - 1)] += banks[key]
+        return heads
+
     # where the memory reads go does not depend on the widths: schedule once on unbounded ones
-    probe = schedule(netlist, Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16,
-                                     name=target.name if target else f"of {layers} layers"))
+    probe_target = Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16,
+                          name=target.name if target else f"of {layers} layers")
+    probe = schedule(netlist, probe_target)
+    probe, read_after = balance_reads(netlist, probe, probe_target, heads_of, banks,
+                                      None if target is None else {i for i, t in enumerate(types) if t == LINEAR})
     if target is None:                        # DeltaNet only where state is read
         used = {0} | set(probe.read_layer.values())
         types = tuple(LINEAR if i in used else FULL for i in range(layers))
-    slots = memory_capacity_slots(dk)
-
-    # DeltaNet heads: key heads per layer, each with up to `group` value heads.
-    write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
-    key_heads = [0] * layers
-    key_heads[0] = sum(-(-n // group) for n in (len(proto.inputs), len(proto.registers), len(write_chunks)))
-    for (mem, port), layer in probe.read_layer.items():
-        m = mems[mem]
-        if -(-m.width // piece) > group:
-            raise Netlist2TFError(f"memory {mem}: {m.width}-bit words need {-(-m.width // piece)} value "
-                                  f"heads of {piece} bits per key head, the target groups {group}")
-        key_heads[min(layer, layers - 1)] += len(reachable_banks(m, port, slots))
+    key_heads = heads_of(probe)
     nk = max(1, max(key_heads))
     mem_proto = {p.memory: p for p in proto.ports}
     d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
@@ -424,7 +471,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
         if problems:
             raise ScheduleError(f"{netlist.top} does not fit the target {target.name} ({target.source}):\n  - "
                                 + "\n  - ".join(problems))
-    sched = schedule(netlist, target)
+    sched = schedule(netlist, target, read_after=read_after)
     if sched.read_layer != probe.read_layer:
         raise AssertionError("the memory reads moved between the probe and the final schedule")
 

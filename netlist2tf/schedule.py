@@ -153,18 +153,21 @@ def _required_nets(netlist: Netlist) -> list[tuple[int, str]]:
     return [(n, what) for n, what in req if n not in (CONST0, CONST1, CONSTX)]
 
 
-def schedule(netlist: Netlist, target: Target, max_inputs: int = 8) -> Schedule:
+def schedule(netlist: Netlist, target: Target, max_inputs: int = 8, read_after: dict | None = None) -> Schedule:
     """Levelise ``netlist`` onto ``target``. Raises ScheduleError (too deep / too wide, with the
-    critical path and the numbers) or UnsupportedDesignError (a cell too wide for FFN neurons)."""
+    critical path and the numbers) or UnsupportedDesignError (a cell too wide for FFN neurons).
+    ``read_after``: {(memory, read port): the earliest layer its read may be in} (a read goes to
+    the first DeltaNet layer from there at which its address is ready; ``plan.balance_reads``)."""
     check_netlist(netlist)
     g = netlist_graph(netlist)
     drivers = find_drivers(netlist)
-    sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None)
+    pins = dict(read_after or {})
+    sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None, read_after=pins)
     if sched.depth > target.num_layers - 1:
         required = _required_levels(netlist, sched)
-        sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=required)
+        sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=required, read_after=pins)
         if sched.depth > target.num_layers - 1:
-            sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse={})
+            sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse={}, read_after=pins)
     if problems:
         raise ScheduleError(f"{netlist.top} does not fit the target {target.name}:\n  - "
                             + "\n  - ".join(problems))
@@ -212,7 +215,7 @@ def _collapse(f: BitFunction, net_level, producer: dict, max_inputs: int, limit:
         f = cand
 
 
-def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None):
+def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, read_after: dict | None = None):
     """(Schedule, the problems that keep it from fitting ``target``). ``collapse``: None, or the
     latest level of each net ({net: level}; a net not in it: as early as possible) above which its
     bit function is collapsed."""
@@ -286,7 +289,7 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None):
             a = max((net_level(n) for n in rp.addr), default=0)
             deepest = max(rp.addr, key=net_level)
             from_mixer = any(n in mixer_nets and net_level(n) == a for n in rp.addr)
-            first = max(1, a + 1 if from_mixer else a)
+            first = max(1, a + 1 if from_mixer else a, (read_after or {}).get((mem.name, port), 0))
             layer = next((i for i in range(first, L) if target.layer_types[i] == LINEAR), None)
             if layer is None:
                 layer = max(first, L)          # no DeltaNet layer left: reported below as too deep

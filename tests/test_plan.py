@@ -3,6 +3,7 @@ the plan is made without torch, the weights written from it are byte-identical t
 compiler wrote before the split, and the plan's figures are the written model's."""
 
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -166,3 +167,25 @@ def test_folded_write_frames(build_dir):
     proto1 = TraceProtocol.from_netlist(nl1, {r.clock for r in nl1.registers}, 8,
                                         resolve_groups(nl1, (), ("mem",), (), ("mem",)))
     assert [g.name for g in proto1.groups] == ["mem", "mem.data[24:]"]
+
+
+def test_reads_move_to_lower_the_widest_deltanet_layer(build_dir):
+    """plan.balance_reads: y (a constant-address read of ``mem``, 1 bank) shares layer 1 with x
+    (all 16 banks of the 256-word ``mem`` at head dim 16) while layer 2 reads only the 1-bank
+    ``m2``; moving y to layer 2 lowers the most key heads a layer needs from 17 to 16 (hand-counted;
+    layer 0 holds 8: 3 input chunks, 5 write-port chunks), and the model still equals the simulator
+    (teacher-forced, every generated token)."""
+    from netlist2tf.schedule import schedule
+    from netlist2tf.target import Target
+    from netlist2tf.verify import verify_teacher_forced
+
+    nl = parse_netlist(synthesize(f"{Path(__file__).parent}/designs/two_reads.v", "macro", build_dir).json_text)
+    plain = schedule(nl, Target.standalone(layers=5))
+    assert sorted(plain.read_layer.values()) == [1, 1, 2]
+    compiled = compile_netlist(nl, CompileSettings(layers=5, head_dim=16))
+    heads = compiled.plan.stats["deltanet_key_heads"]
+    assert heads[:3] == [8, 16, 2] and max(heads) == 16, heads
+    assert sorted(compiled.plan.schedule.read_layer.values()) == [1, 2, 2]
+    div, checked = verify_teacher_forced(compiled.model, compiled.protocol, nl, compiled.initial_registers,
+                                         200, 2, 0, compiled.initial_memory)
+    assert div is None and checked == 200 * 2 * len(compiled.protocol.generated)

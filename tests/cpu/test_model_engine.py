@@ -52,6 +52,19 @@ def test_hazards_generated_fp32_prefill(model):
     _same(run_model_batch(images, RAM, build_dir=BUILD), refs)
 
 
+def test_reads_balanced_over_the_deltanet_layers(model):
+    """The constant-address a7/a0 reads share layer 2 with rs1/rs2 (plan.balance_reads) instead of
+    layer 1 with the fetch's 16 banks: every DeltaNet layer has 16 key heads, not 18. Hand-counted:
+    layer 0 the 9 key heads of its state chunks, 1 the fetch, 2 four one-bank register reads, 4 the
+    load port."""
+    import json
+
+    folder = model[-1]
+    stats = json.loads((folder / "compile.json").read_text())["stats"]
+    assert stats["deltanet_key_heads"] == [9, 16, 4, 0, 16, 0, 0, 0, 0, 0, 0]
+    assert json.loads((folder / "config.json").read_text())["linear_num_key_heads"] == 16
+
+
 @pytest.mark.slow
 def test_hazards_generated_bf16_token_by_token_batch8(model):
     """bfloat16, the prompt fed one token per call (the recurrent DeltaNet path), batch 8 (each
