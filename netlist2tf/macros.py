@@ -508,7 +508,8 @@ def _counter_bits(b: _Builder, lits_by_weight: list[tuple[tuple, int]], lo: int,
                   out: list[list]) -> None:
     """One counter: V = sum weight * literal over ``lits_by_weight`` ((net, inv), weight); its bits
     go to columns lo, lo + 1, ... (below W) of ``out``, each bit j as the alternating sum of
-    ``[V >= t * 2**j]`` (one level; ``ThresholdFunction.relus`` shares the bit-0 ReLUs)."""
+    ``[V >= t * 2**j]`` (one level; every bit's steps are ReLUs of V itself, which
+    ``ffn_threshold.merge_neurons`` makes one set for the whole counter)."""
     terms = [(n, inv, w) for (n, inv), w in lits_by_weight]
     vmax = sum(w * (1 if _lit_value(n, inv) is None else _lit_value(n, inv)) for n, inv, w in terms)
     for j in range(vmax.bit_length()):
@@ -571,12 +572,14 @@ def expand_mul(cell: Cell, next_net: int, used: set):
        factor bit is constant or both are the same net), in column i + j; a negated product or
        addend enters as its inverted bits plus a constant (``-x = ~x + 1``), constants as 1 bits;
     2. levels of counters: a column of height h >= 3 becomes the bits of its count (``[V >= t * 2**j]``
-       summed with alternating signs: one level, ~3h neurons), which land in the columns above it;
-       a level that can leave every column at most 2 high with small multi-column counters uses
-       those instead (it saves a level); 32 -> 6 -> 3 -> 2 high in three levels;
+       summed with alternating signs: one level; h + 1 neurons for all its bits once
+       ``lower.lower_logic`` merges the equal ones), which land in the columns above it; a level
+       that can leave every column at most 2 high with small multi-column counters uses those
+       instead (it saves a level);
     3. the two remaining rows added by the carry-lookahead adder of ``$alu`` (3 levels).
 
-    A 32 x 32 -> 32 multiplier is 7 levels; a 32 x 16 product plus a 32-bit addend too. Only the
+    A 32 x 32 -> 32 multiplier is 6 levels, a 32 x 16 product plus a 32-bit addend too
+    (``tests/test_multiplier.py``; ``bench/compile_figures.py --macros`` prints the rest). Only the
     columns up to the highest used output bit are built. Every count stays <= 256 (bfloat16-exact):
     a column higher than that is refused."""
     products, addends = cell.products_and_addends()
