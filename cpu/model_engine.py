@@ -10,17 +10,20 @@ model state), lets the model generate one frame of tokens per clock cycle (greed
 cache) until every program halts, and decodes the frames into the machine's ``RunResult``: console
 bytes, the halt, and one ``Retire`` record per cycle in which an instruction retires.
 
-The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``), each in a
-gated group: a load's word and byte lane (2 tokens), a store's lane (1), the halt's kind and cause
-(1); the groups' gates (``halt``, ``mem_read``, ``mem_write``, and ``m_op_emit`` of the held M
-operand) are not emitted: a group's presence is its gate. No token is emitted in every frame but
-the pc's RAM word with ``m_busy``, ``halted``, ``pc_oob`` and ``m_op_new`` (2). ``TraceDecoder`` rebuilds the rest of each record from tokens the model generates
-anyway: pc and next pc from the pc registers' tokens, whether the instruction retires from the state
-(halted's next value, the M unit's busy flag and count), the memory (RAM, then the 32 registers)
-mirrored from the prompt and the write-port tokens (so ``insn`` is the mirrored word at pc,
-``mem_rdata`` the mirrored word at ``mem_addr``, ``rd``/``rd_wdata`` a write to a register word, store
-data a RAM write's bytes, a retired store that writes no RAM word a console byte, the exit code the
-mirrored a0), the byte masks from the opcode's access size at the emitted lane. It decodes; it never executes an instruction.
+The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``): the halt's
+kind and cause (1 token, in the halting frame only), and the gates of the held groups (``m_op_emit``,
+``pc_mid_emit``), which are not emitted: a group's presence is its gate. No token is emitted in every
+frame but the last: the pc's low 4 word bits with ``m_busy``, ``halted``, ``pc_oob`` and ``m_op_new``.
+``TraceDecoder`` rebuilds the rest of each record from tokens the model generates anyway: pc and next
+pc from the pc registers' tokens, whether the instruction retires from the state (halted's next
+value, the M unit's busy flag and count), the memory (RAM, then the 32 registers) mirrored from the
+prompt and the write-port tokens (so ``insn`` is the mirrored word at pc, ``rd``/``rd_wdata`` a write
+to a register word, store data a RAM write's bytes, a retired store that writes no RAM word a console
+byte, the exit code the mirrored a0). A load's or store's address, which no state holds, is the one
+thing it computes: rs1 from the mirror plus the instruction's immediate (``effective_address``), for
+the record's ``mem_addr``, ``mem_rdata`` (the mirrored word there) and byte masks (the access size at
+its lane); the value a load writes and the word a store writes are the model's own. It never
+executes an instruction.
 """
 
 import hashlib
@@ -46,20 +49,18 @@ KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RA
 FLOW = "macro6"
 CHUNK_BITS = 8
 # the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
-MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "mem_word", "mem_lane", "mem_read", "mem_write", "store_lane",
-                 "m_op_emit")
+MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "m_op_emit", "pc_mid_emit")
 # The gated groups (protocol.py, docs/CPU-MODEL.md 2): emitted only in the frames where their gate is 1.
 # Registers, gated by a register's next value (z3 proves their values do not matter in a cycle that
 # starts with it at 0): the M unit's state while it is busy (a start loads it, nothing else reads
 # it: 13 tokens); the latched trap conditions and the halt-report flag once halted (the cycle that
 # stops latches them; only the halt report reads them); the pc's bits above the RAM once the pc has
-# left it (the fetch then faults: only the halt report reads them; in RAM they are 0). Outputs, gated by an output (the host
-# decoder reads them only then; the gate itself is not emitted, the group's presence is its value):
-# the halt's kind and cause in the halting cycle; a load's word and byte lane (a store's word is in
-# its write tokens); a store's byte lane. And the write port's group only when something is written.
+# left it (the fetch then faults: only the halt report reads them; in RAM they are 0). Outputs, gated
+# by an output (the host decoder reads them only then; the gate itself is not emitted, the group's
+# presence is its value): the halt's kind and cause in the halting cycle. And the write port's group
+# only when something is written.
 GATED = (("m_busy", ("m_hi", "m_lo", "m_count")), ("halted", ("why", "reported")),
-         ("pc_oob", ("pc_hi",)),
-         ("halt", ("halt_kind", "halt_cause")), ("mem_read", ("mem_word", "mem_lane")), ("mem_write", ("store_lane",)))
+         ("pc_oob", ("pc_hi",)), ("halt", ("halt_kind", "halt_cause")))
 GATED_WRITES = ("ram", "regs")
 # Folded writes (protocol.py "fold"): a written word's data only up to its highest non-zero byte (the
 # port's first token clears the rest, which commit as 0: exact by construction). A register write of
@@ -68,10 +69,14 @@ FOLDED_WRITES = ("ram", "regs")
 # Held groups (protocol.py, docs/CPU-MODEL.md 2): registers that change rarely, emitted only in the
 # frames whose gate output is 1 (z3 proves that gate 0 means unchanged for two cycles): the M unit's
 # operand magnitude, loaded by an M instruction's start cycle (4 of a busy frame's 17 tokens, now
-# only in the start frame and the next).
-HELD = (("m_op_emit", "m_op_new", ("m_op",)),)
+# only in the start frame and the next). And a tail group (no dirty bit: one row, written at the
+# frame's last token): the pc's RAM-word bits above its low 4, emitted only in the cycles that may
+# change them (a transfer, a step out of a 16-word block, a reset): a sequential step is the frame's
+# one REG token (the pc's low 4 bits and the four state flags) instead of two.
+HELD = (("m_op_emit", "m_op_new", ("m_op",)), ("pc_mid_emit", "", ("pc_mid",)))
 OP_LOAD, OP_STORE = 0x03, 0x23
-PC_SIGNALS = ("pc_lo", "pc_hi", "pc_oob")   # the pc's registers: its RAM word, the bits above, "above"
+PC_SIGNALS = ("pc_lo", "pc_mid", "pc_hi", "pc_oob")   # the pc's registers: its RAM word (low 4 bits, the
+# rest), the bits above, "above"
 # the registers the decoder reads besides the pc: whether an instruction retires is decoded from them
 STATE_SIGNALS = PC_SIGNALS + ("halted", "m_busy", "m_count")
 OP_OP = 0x33
@@ -537,21 +542,24 @@ class TraceDecoder:
         self.halt, self.retired, self.cycles = None, 0, 0
 
     def _pc(self, registers: dict) -> int:
-        """pc_lo is the RAM word; pc_hi, the bits above it, counts only while pc_oob is 1 (a frame
-        holds it only then: the gated group pc_oob; in RAM the bits are 0)."""
-        lo = self._value(registers, "pc_lo")
+        """pc_lo and pc_mid are the RAM word; pc_hi, the bits above it, counts only while pc_oob is 1
+        (a frame holds it only then: the gated group pc_oob; in RAM the bits are 0)."""
+        word = self._value(registers, "pc_lo") | self._value(registers, "pc_mid") << len(self.state_bits["pc_lo"])
         hi = self._value(registers, "pc_hi") if self._value(registers, "pc_oob") else 0
-        return (lo | hi << len(self.state_bits["pc_lo"])) << 2
+        return (word | hi << (len(self.state_bits["pc_lo"]) + len(self.state_bits["pc_mid"]))) << 2
 
     def _value(self, registers: dict, name: str) -> int:
         return sum(registers[b] << i for i, b in enumerate(self.state_bits[name]))
 
     def _reg(self, i: int) -> int:
-        return self.regs.get(i, 0)
+        return self.regs.get(i, 0) if i else 0
 
     def feed(self, frame) -> None:
         """Decode one frame (a ``netlist2tf.host.Frame``) of a row that has not halted yet."""
         out, (waddr, wdata), (raddr, rdata) = dict(frame.outputs), frame.writes["ram"], frame.writes["regs"]
+        # a frame holds the registers of the groups it emits: the others keep their last values (the
+        # tail group pc_mid: the row the model reads; the gated groups' are read only under their gate)
+        after = {**self.registers, **frame.registers}
         self.cycles += 1
         pc = self._pc(self.registers)
         insn = self.mem.get(pc >> 2, 0) if pc >> 2 < self.ram_words else 0
@@ -567,7 +575,6 @@ class TraceDecoder:
                   and self._value(self.registers, "m_count") == m_steps((insn >> 12) & 7))
         out["rvfi_valid"] = int(not self._value(frame.registers, "halted") and not (m_insn and not m_done))
         out["console_valid"] = int(out["rvfi_valid"] and insn & 0x7F == OP_STORE and waddr is None)
-        out["mem_lane"] = out.get("mem_lane", 0) | out.get("store_lane", 0)
         if out["rvfi_valid"]:
             if self.retired >= self.max_steps:
                 self.halt = Halt(Halt.STEP_LIMIT, pc)
@@ -576,16 +583,17 @@ class TraceDecoder:
             if self.trace:
                 opcode = insn & 0x7F
                 is_load, is_store = opcode == OP_LOAD, opcode == OP_STORE
-                # the bytes accessed: the access size (funct3) at the lane the core computed
-                mask = ((1, 3, 15, 0)[(insn >> 12) & 3] << out["mem_lane"]) & 0xF if is_load or is_store else 0
+                # the bytes accessed: the access size (funct3) at the address's lane
+                ea = effective_address(insn, self._reg((insn >> 15) & 31)) if is_load or is_store else 0
+                mask = ((1, 3, 15, 0)[(insn >> 12) & 3] << (ea & 3)) & 0xF if is_load or is_store else 0
                 rmask, wmask = (mask if is_load else 0), (mask if is_store else 0)
-                # a load's word is emitted (the mem_read group); a store's is its RAM write's address
-                addr = (CONSOLE_ADDR if out["console_valid"] else out["mem_word"] << 2 if is_load
+                # a RAM store's word is its write's address (the model's), a load's rs1 + imm
+                addr = (CONSOLE_ADDR if out["console_valid"] else ea & ~3 if is_load
                         else waddr << 2 if is_store and ram_write else 0)
                 lanes = sum(0xFF << (8 * i) for i in range(4) if (wmask >> i) & 1)
                 # a store writes RAM through the port (the merged word), or the console (no write)
                 self.records.append(Retire(
-                    pc=pc, insn=insn, next_pc=self._pc(frame.registers),
+                    pc=pc, insn=insn, next_pc=self._pc(after),
                     rd=raddr or 0, rd_wdata=rdata if raddr is not None else 0,
                     mem_addr=addr, mem_rmask=rmask, mem_rdata=self.mem.get(addr >> 2, 0) if rmask else 0,
                     mem_wmask=wmask, mem_wdata=(wdata if ram_write else rs2_value) & lanes))
@@ -598,11 +606,18 @@ class TraceDecoder:
             self.mem[waddr] = wdata
         if raddr is not None:
             self.regs[raddr] = rdata
-        self.registers = frame.registers
+        self.registers = after
 
     def result(self, seconds: float = 0.0) -> RunResult:
         return RunResult(bytes(self.console), self.halt or Halt(Halt.STEP_LIMIT, 0), self.records,
                          self.retired, self.cycles, seconds)
+
+
+def effective_address(insn: int, rs1: int) -> int:
+    """A load's or store's byte address: ``rs1`` plus the instruction's sign-extended 12-bit
+    immediate (the I-type one of a load, the S-type one of a store), modulo 2**32."""
+    imm = ((insn >> 25) << 5 | (insn >> 7) & 31) if insn & 0x7F == OP_STORE else insn >> 20
+    return (rs1 + imm - ((imm & 0x800) << 1)) & 0xFFFFFFFF
 
 
 def decode_trace(protocol, decoder: TraceDecoder, tokens: list[int], frames) -> RunResult:

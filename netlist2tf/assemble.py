@@ -75,7 +75,7 @@ def write_weights(plan: ModelPlan) -> Compiled:
             configure_memory(m.layers[h.layer].linear_attn, one=layout.one, head=h.head,
                              write_match=[list(w) for w in h.write_match],
                              read_match=[list(r) for r in h.read_match], write_enable=h.write_enable,
-                             clear=h.clear,
+                             clear=h.clear, write_lag=h.lag, value_lags=[h.lag] * len(h.value_pairs),
                              value_pairs=list(h.value_pairs), out_pairs=list(h.out_pairs))
         emb = m.embed_tokens.weight
         for tok, bits in enumerate(plan.embedding):

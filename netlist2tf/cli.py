@@ -182,8 +182,9 @@ def _held(args) -> tuple:
     for text in args.held or ():
         parts = text.split(":")
         names = tuple(n.strip() for n in parts[-1].split(",") if n.strip()) if len(parts) == 3 else ()
-        if len(parts) != 3 or not parts[0].strip() or not parts[1].strip() or not names:
-            raise Netlist2TFError(f"--held {text!r}: write GATE:DIRTY:REGISTER,REGISTER,... (e.g. k_emit:k_new:k)")
+        if len(parts) != 3 or not parts[0].strip() or not names:
+            raise Netlist2TFError(f"--held {text!r}: write GATE:DIRTY:REGISTER,REGISTER,... (e.g. k_emit:k_new:k), "
+                                  f"or GATE::REGISTER,... for a tail group (no dirty bit)")
         groups.append((parts[0].strip(), parts[1].strip(), names))
     return tuple(groups)
 
@@ -423,8 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a held group (repeatable): registers that change rarely, emitted only in cycles "
                             "where the 1-bit output GATE is 1; GATE must be 1 in every cycle that changes "
                             "them and the cycle after, DIRTY a 1-bit register that is 1 after a cycle that "
-                            "changed them (compile proves it with z3 or shows a counterexample); "
-                            "docs/COMPILER.md 2")
+                            "changed them (compile proves it with z3 or shows a counterexample); with "
+                            "DIRTY empty (GATE::REGISTER,...) a tail group: one row written at the frame's "
+                            "end, GATE 1 in every cycle that changes them; docs/COMPILER.md 2")
         p.add_argument("--gated-writes", metavar="MEMORY,...",
                        help="emit these memories' write tokens only in cycles where their port writes "
                             "(the frame then ends on a register token; docs/COMPILER.md 2)")

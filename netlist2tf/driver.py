@@ -69,9 +69,10 @@ def _prove_held(model_netlist, held, log, strict: bool) -> str:
     if cex is not None:
         raise Netlist2TFError(f"held group {what}: {cex}, so a skipped frame would leave a stale value in "
                               f"the row the next frame reads. Make {gate} 1 in every cycle that changes the "
-                              f"group and in the cycle after it ({dirty} 1 after a cycle that changed it)")
-    msg = f"held group {what}: proved that the group is unchanged for two cycles while {gate} is 0 " \
-          f"(z3, {time.perf_counter() - t0:.1f} s)"
+                              f"group" + (f" and in the cycle after it ({dirty} 1 after a cycle that changed it)"
+                                          if dirty else ""))
+    msg = f"held group {what}: proved that the group is unchanged " + \
+        ("for two cycles " if dirty else "") + f"while {gate} is 0 (z3, {time.perf_counter() - t0:.1f} s)"
     (log or (lambda m: None))(msg)
     return msg
 

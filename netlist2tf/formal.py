@@ -431,6 +431,9 @@ def prove_held(nl: Netlist, gate: str, dirty: str, group, inputs: dict | None = 
     * ``gate`` = 0 implies ``dirty`` = 0 (the last cycle kept them: the next property, one cycle back);
     * ``dirty``'s next value 0 implies every register of the group keeps its value.
 
+    With ``dirty`` "" (a tail group, kept in one row that only the frame's last token writes) the
+    first property is the whole promise: a skipped frame leaves the row as the last emission wrote it.
+
     Returns None when proved, else a Counterexample (``what``: the property that fails; ``values``:
     the state's group, gate and dirty values, both entries the state's and the next cycle's)."""
     import z3
@@ -440,7 +443,7 @@ def prove_held(nl: Netlist, gate: str, dirty: str, group, inputs: dict | None = 
     reg_of_q = {n: r for r in nl.registers for n in r.q}
     if gate not in outs or len(outs[gate].bits) != 1:
         raise Netlist2TFError(f"{gate} must be a 1-bit output (the gate of a held group)")
-    if dirty not in sigs or len(sigs[dirty]) != 1 or sigs[dirty][0] not in reg_of_q:
+    if dirty and (dirty not in sigs or len(sigs[dirty]) != 1 or sigs[dirty][0] not in reg_of_q):
         raise Netlist2TFError(f"{dirty} must be a 1-bit register (the dirty bit of a held group)")
     for name in group:
         if name not in sigs:
@@ -457,10 +460,12 @@ def prove_held(nl: Netlist, gate: str, dirty: str, group, inputs: dict | None = 
         i = r.q.index(n)
         return z3.Extract(i, i, cyc.next_value(r))
     changed = z3.Or(*[nxt(n) != q[n] for n in nets])
-    g, d = cyc.bit(outs[gate].bits[0]), q[sigs[dirty][0]]
-    props = [(f"the group changes in a cycle where {gate} is 0", z3.And(g == 0, changed)),
-             (f"{dirty} is 1 in a cycle where {gate} is 0", z3.And(g == 0, d == 1)),
-             (f"the group changes in a cycle after which {dirty} is 0", z3.And(nxt(sigs[dirty][0]) == 0, changed))]
+    g = cyc.bit(outs[gate].bits[0])
+    props = [(f"the group changes in a cycle where {gate} is 0", z3.And(g == 0, changed))]
+    if dirty:
+        d = q[sigs[dirty][0]]
+        props += [(f"{dirty} is 1 in a cycle where {gate} is 0", z3.And(g == 0, d == 1)),
+                  (f"the group changes in a cycle after which {dirty} is 0", z3.And(nxt(sigs[dirty][0]) == 0, changed))]
     for what, bad in props:
         model = _solve(z3, bad, timeout_s, "held-group")
         if model is None:
@@ -472,7 +477,7 @@ def prove_held(nl: Netlist, gate: str, dirty: str, group, inputs: dict | None = 
         def bits(name):
             return [n for n in sigs[name] if n in q]
         values = {name: (val(cyc.word(bits(name))), sum(val(nxt(n)) << i for i, n in enumerate(bits(name))))
-                  for name in (*group, dirty)}
+                  for name in (*group, *([dirty] if dirty else []))}
         values[gate] = (val(g),)
         return HeldCounterexample(what, values)
     return None

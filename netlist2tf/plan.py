@@ -37,7 +37,9 @@ class CompileSettings:
     whose write group is emitted only when their port writes; ``held``: groups ((GATE, DIRTY,
     (REGISTER, ...)), ...) of registers that change rarely, emitted only in the frames where the
     1-bit output GATE is 1 (protocol.py "held"; the driver proves that GATE 0 means unchanged for two
-    cycles, DIRTY being a 1-bit register that is 1 after a cycle that changed them); ``folded_writes``:
+    cycles, DIRTY being a 1-bit register that is 1 after a cycle that changed them; DIRTY "": a tail
+    group, kept in one row that the frame's last token writes, so gate 0 need only mean unchanged
+    for one cycle; at most one); ``folded_writes``:
     memories whose port's data chunks after the first are emitted only up to the word's highest
     non-zero chunk (protocol.py "fold": exact by construction). A single (GATE, (REGISTER, ...)) is
     taken as one group."""
@@ -86,6 +88,7 @@ class HeadPlan:
     out_pairs: tuple[tuple[int, int], ...]
     write_enable: int | None = None
     clear: int | None = None        # a channel that writes this head's word as all 0 (a folded chunk's)
+    lag: int = 0                    # write address and value taken this many tokens back (a tail chunk's)
 
 
 @dataclass(frozen=True)
@@ -182,6 +185,13 @@ def resolve_groups(netlist: Netlist, gated=(), gated_writes=(), held=(), folded_
             raise Netlist2TFError(f"held group {gate}: the gate must be a 1-bit output port of {netlist.top} "
                                   f"(kept among the outputs), 1 in the cycles that change the group and the "
                                   f"cycles after them")
+        if dirty == "":             # a tail group: no dirty bit (protocol.py "tail")
+            bad = [m for m in members if not is_reg(m)]
+            if bad:
+                raise Netlist2TFError(f"held group {gate}: {bad[0]!r} is not a register of {netlist.top}")
+            specs.append(GroupSpec("reg", gate, outs[gate][0], tuple(n for name in members for n in reg_nets(name)),
+                                   tail=True))
+            continue
         if not is_reg(dirty) or len(sigs[dirty]) != 1 or dirty in members:
             raise Netlist2TFError(f"held group {gate}: the dirty bit {dirty!r} must be a 1-bit register outside "
                                   f"the group (1 after a cycle that changed it)")
@@ -349,6 +359,15 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
             raise Netlist2TFError(f"memory {m.name}: {m.width}-bit words need {-(-m.width // piece)} value "
                                   f"heads of {piece} bits per key head, the target groups {group}")
 
+    # a tail group's chunks: one key head each (its own write lag), written from the token `lag`
+    # positions before the frame's last one, which the conv kernel must reach
+    tail_lags = proto.tail_lags()
+    kernel = target.linear_conv_kernel_dim if target is not None else 4
+    for (kind, j), lag in tail_lags.items():
+        if lag >= kernel:
+            raise Netlist2TFError(f"tail group {next(g.name for g in proto.groups if g.tail)}: "
+                                  f"its chunk is {lag} tokens before the frame's end, the DeltaNet conv "
+                                  f"reaches {kernel - 1}; give it a dirty bit (a double-buffered held group)")
     banks = {(m.name, p): len(reachable_banks(m, p, slots)) for m in netlist.memories
              for p in range(len(m.read_ports))}
 
@@ -356,7 +375,8 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
         """DeltaNet key heads per layer, each with up to `group` value heads: layer 0's state
         chunks, then a key head per bank each read port can reach."""
         heads = [0] * layers
-        heads[0] = sum(-(-n // group) for n in (len(proto.inputs), len(proto.registers), len(write_chunks)))
+        heads[0] = sum(-(-n // group) for n in (len(proto.inputs), len(proto.registers) - len(tail_lags),
+                                                 len(write_chunks))) + len(tail_lags)
         for key, layer in sched.read_layer.items():
             heads[min(layer, layers - 1)] += banks[key]
         return heads
@@ -392,6 +412,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     extra("tv", chunk_bits)
     extra("we_in", len(proto.inputs))
     extra("we_reg", len(proto.registers))
+    extra("we_tail", len(tail_lags))
     extra("regpar", 2)
     extra("we_w", len(write_chunks))
     extra("rp", 2)
@@ -544,14 +565,14 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     # Layer 0: one-chunk value heads, `group` to a key head; each written only by its own token
     # (write enable), in row 0 (inputs, write-port fields) or in the row of the token's parity
     # (registers: the double buffer), read in row 0 / the position's read parity.
-    def layer0(chunks, enable, rows_w, rows_r, outs, clear=lambda k: None):
+    def layer0(chunks, enable, rows_w, rows_r, outs, clear=lambda k: None, enable_of=lambda k, c: k):
         kh = None
         for k, c in enumerate(chunks):
             if k % group == 0:
                 kh = key_head(0)
             heads.append(HeadPlan(0, kh * group + k % group, rows_w, rows_r,
                                   tuple(P("tv", i) for i in range(len(c.bits))), tuple(outs(k, c)),
-                                  P(enable, k)[0], clear(k)))
+                                  P(enable, enable_of(k, c))[0], clear(k)))
 
     # A folded data chunk's field is cleared by its port's first chunk (written as 0 there), so a
     # frame that skips it commits 0.
@@ -562,8 +583,18 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
         return None if port is None else P("we_w", write_chunks.index((MA, port.ma[0])))[0]
 
     layer0(proto.inputs, "we_in", ((one,),), ((one,),), lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
-    layer0(proto.registers, "we_reg", ((P("regpar", 0)[0],), (P("regpar", 1)[0],)),
-           ((P("rp", 0)[0],), (P("rp", 1)[0],)), lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
+    tail = proto.tail_lags()
+    layer0([c for c in proto.registers if (REG, c.index) not in tail], "we_reg",
+           ((P("regpar", 0)[0],), (P("regpar", 1)[0],)), ((P("rp", 0)[0],), (P("rp", 1)[0],)),
+           lambda k, c: [layout.pair(pairs[n]) for n in c.bits], enable_of=lambda k, c: c.index)
+    # A tail chunk: one row, written at the frame's last token from the chunk's own token `lag`
+    # positions back (its enable and value through the conv), read everywhere; a frame without the
+    # chunk writes nothing (the key there is 0), so the row keeps the last value emitted.
+    for t, ((_, j), lag) in enumerate(sorted(tail.items())):
+        c = proto.registers[j]
+        heads.append(HeadPlan(0, key_head(0) * group, ((P("we_tail", t)[0],),), ((one,),),
+                              tuple(P("tv", i) for i in range(len(c.bits))),
+                              tuple(layout.pair(pairs[n]) for n in c.bits), None, None, lag))
     layer0([proto.chunks_of(kind)[j] for kind, j in write_chunks], "we_w", ((one,),), ((one,),),
            lambda k, c: [P(f"wf:{write_chunks[k][0]}:{write_chunks[k][1]}", i) for i in range(len(c.bits))], clear)
 
@@ -576,8 +607,8 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     for (mem, port), layer in sorted(sched.read_layer.items()):
         mm, wp = mems[mem], mem_proto[mem]
         rp = mm.read_ports[port]
-        ma = field_pairs(MA, wp.ma)                   # [en, addr bits...]
-        md = field_pairs(MD, wp.md)
+        ma = field_pairs(MA, wp.ma)                   # [en, addr bits..., the packed data bits]
+        md = ma[1 + wp.addr_width:] + field_pairs(MD, wp.md)          # the word's bits
         piece = sched.target.linear_value_head_dim // 4
         for bank in reachable_banks(mm, port, slots):
             kh = key_head(layer)
@@ -620,6 +651,7 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
     right token wins by at least 1)."""
     chunk_bits = proto.chunk_bits
     commit_kind = emit_chunks[-1]
+    tail = proto.tail_lags()
     folds = {}
     for g in proto.groups:
         if g.kind == "fold":
@@ -633,6 +665,8 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
         bits = {names["tv"][i]: (f.value >> i) & 1 for i in range(chunk_bits)}
         if f.kind == IN:
             bits[names["we_in"][f.chunk]] = 1
+        elif f.kind == REG and (REG, f.chunk) in tail:
+            bits[names["we_tail"][sorted(tail).index((REG, f.chunk))]] = 1
         elif f.kind == REG:
             bits[names["we_reg"][f.chunk]] = 1
             bits[names["regpar"][f.parity]] = 1

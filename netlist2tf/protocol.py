@@ -30,6 +30,13 @@ frames whose gate net is 1; a group is
   next frame reads (written two frames before) holds their value (``netlist2tf.formal.prove_held``:
   gate 0 implies no change and the dirty register at 0; the dirty register's next value 0 implies
   no change);
+* ``reg`` *tail* (a held group without a dirty register, ``tail``): registers that change rarely
+  but are read, gated by a 1-bit output (not emitted): stored in ONE row of layer 0 (no double
+  buffer) that the frame's last token writes, through the conv's lag from the group's token, so no
+  position of the frame sees the new value before the frame ends and a skipped frame leaves the
+  value the next frame needs. The promise is one property: gate 0 implies no change
+  (``prove_held`` without a dirty bit). The group comes right before the ungated chunks that end
+  the frame (at most one tail group: its chunks' distance to the frame's end is then fixed);
 * ``write``: a memory's write port group (its MA and MD chunks), gated by its write enable: a frame
   that writes nothing emits none of it. Then the ports come before the ungated registers, whose
   last chunk commits the writes: a skipped group leaves the gathered fields of the last group
@@ -40,10 +47,13 @@ frames whose gate net is 1; a group is
   clears the folded chunks' gathered fields, so a skipped one commits as 0: exact by construction,
   nothing to prove. A fold group is *nested*: it is skipped whenever the group before it in the
   port (the previous fold, or the port's write group) is, so a small word costs its address and its
-  bytes up to the highest non-zero one. The ports then come before the ungated registers too.
+  bytes up to the highest non-zero one. A folded port's last address chunk carries the word's low
+  bits in its room after the address (``WritePort.packed``); then its first data chunk folds too (a
+  word below 2**packed costs the address chunks alone). The ports then come before the ungated
+  registers too.
 
 The frame is: ungated OUT chunks, OUT groups, REG groups, then the ungated REG chunks and the write
-ports (the ports first when any is gated). The model emits, after a token, the first following
+ports (the ports first when any is gated), a tail group right before the ungated REG chunks. The model emits, after a token, the first following
 chunk whose group's gate is 1 (or that is ungated); the frame's last chunk is never gated.
 
 Parity (docs/COMPILER.md 2): frame k reads register row ``k % 2`` and writes row ``(k + 1) % 2``.
@@ -61,7 +71,7 @@ from .errors import Netlist2TFError
 from .ir import CONST0, CONST1, CONSTX, Netlist
 
 IN, OUT, REG, MA, MD = "in", "out", "reg", "ma", "md"
-PROTOCOL_FORMAT = 5              # trace_protocol.json: bumped when its meaning changes (4: output gates unemitted; 5: folded writes)
+PROTOCOL_FORMAT = 6              # trace_protocol.json: bumped when its meaning changes (4: output gates unemitted; 5: folded writes; 6: tail groups)
 KINDS = (IN, OUT, REG, MA, MD)
 
 
@@ -89,12 +99,14 @@ class Chunk:
 @dataclass(frozen=True, slots=True)
 class WritePort:
     """A memory's write port in the frame: its MA chunk indices (enable, address) and MD chunk
-    indices (data), and the widths."""
+    indices (data), and the widths. ``packed``: the word's low bits carried in the last MA chunk's
+    room after the address (a folded port's: protocol "fold"); the MD chunks hold the rest."""
     memory: str
     ma: tuple[int, ...]
     md: tuple[int, ...]
     addr_width: int
     data_width: int
+    packed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,19 +116,21 @@ class Group:
     data bits ("MEM.data[LO:]", fold); ``members`` the output ports, register state names
     ("reg:NAME") or the memory; ``chunks`` (kind, index) in frame order; ``hold``: for a held group
     (kind "reg"), its dirty register's name ("" otherwise): then ``name`` is its gate, a 1-bit
-    output port, and the promise is "unchanged while skipped". A fold group has no gate net
-    (``gate`` -1): ``TraceProtocol.fold_bits`` are the nets whose OR gates it."""
+    output port, and the promise is "unchanged while skipped"; ``tail``: a held group without a
+    dirty register, kept in one row written at the frame's end (gate an output too). A fold group
+    has no gate net (``gate`` -1): ``TraceProtocol.fold_bits`` are the nets whose OR gates it."""
     kind: str
     name: str
     gate: int
     members: tuple[str, ...]
     chunks: tuple[tuple[str, int], ...]
     hold: str = ""
+    tail: bool = False
 
     @property
     def gate_is_output(self) -> bool:
         """The gate is an output port, not emitted: its value is the group's presence."""
-        return self.kind == OUT or bool(self.hold)
+        return self.kind == OUT or bool(self.hold) or self.tail
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,12 +141,13 @@ class GroupSpec:
     its write enable net) or "fold" (``members``: (memory name,), ``gate`` -1: every data chunk of
     the memory's port after the first becomes a fold group); ``name`` labels it. ``hold`` (a "reg"
     group): the dirty register of a held group, whose ``gate`` is then a 1-bit output's net and
-    ``name`` that output."""
+    ``name`` that output; ``tail``: a held group without a dirty register (module docstring)."""
     kind: str
     name: str
     gate: int
     members: tuple
     hold: str = ""
+    tail: bool = False
 
 
 def _ports_first(groups) -> bool:
@@ -182,6 +197,11 @@ class TraceProtocol:
             return tuple(Chunk(kind, first + j, tuple(n for n, _ in flat[s:s + chunk_bits]),
                                tuple(nm for _, nm in flat[s:s + chunk_bits]))
                          for j, s in enumerate(range(0, len(flat), chunk_bits)))
+        def cut(kind, flat, first):
+            """(net, name) pairs cut into chunks of ``kind`` numbered from ``first``."""
+            return [Chunk(kind, first + j, tuple(n for n, _ in flat[s:s + chunk_bits]),
+                          tuple(nm for _, nm in flat[s:s + chunk_bits]))
+                    for j, s in enumerate(range(0, len(flat), chunk_bits))]
         groups = tuple(groups or ())
         ins = [(p.name, p.bits) for p in netlist.inputs if not set(p.bits) & set(clock_nets)]
         # Output chunks carry each distinct non-constant output net once (outputs often share nets,
@@ -199,7 +219,10 @@ class TraceProtocol:
                 grouped_out[name] = g.name
         # An output group's gate port is not emitted: the host reads its value off the frame (1 where
         # the group's chunks are there), so its bit would be redundant.
-        gate_ports = {g.name for g in groups if g.kind == "out" or (g.kind == "reg" and g.hold)}
+        gate_ports = {g.name for g in groups if g.kind == "out" or (g.kind == "reg" and (g.hold or g.tail))}
+        if sum(g.tail for g in groups) > 1:
+            raise Netlist2TFError(f"held groups {', '.join(g.name for g in groups if g.tail)} have no dirty bit: "
+                                  f"at most one such (tail) group fits a frame's end; give the others a dirty bit")
         for name in sorted(gate_ports & set(grouped_out)):
             raise Netlist2TFError(f"output {name} gates a group and is in the gated group {grouped_out[name]}: a "
                                   f"gate's value is the presence of its group, it cannot be skipped itself")
@@ -227,7 +250,8 @@ class TraceProtocol:
             out_chunks += made
         # Registers: each register group packed on its own (group order), then the others.
         regs = [(f"reg:{r.name}", r.q) for r in netlist.registers]
-        reg_groups = [g for g in groups if g.kind == "reg"]
+        # (a tail group packed last: its chunks come last among the groups' in the frame too)
+        reg_groups = sorted((g for g in groups if g.kind == "reg"), key=lambda g: g.tail)
         reg_chunks, ordered, taken = (), [], set()
         for g in reg_groups:
             members = set(g.members)
@@ -264,11 +288,18 @@ class TraceProtocol:
                                       f"the compiler; write whole words (merge the bytes in the design)")
             if m.offset:
                 raise Netlist2TFError(f"memory {m.name} starts at address {m.offset}, not 0")
-            a = [Chunk(MA, len(ma) + c.index, c.bits, c.names)
-                 for c in chunks(MA, [(f"{m.name}.en", wp.enable[:1]), (f"{m.name}.addr", wp.addr)])]
-            d = [Chunk(MD, len(md) + c.index, c.bits, c.names) for c in chunks(MD, [(f"{m.name}.data", wp.data)])]
+            # a folded port's last address chunk is filled up with the word's low bits (packed), so
+            # a small word folds into fewer tokens (a register write of a value < 4: one token)
+            folded = any(g.kind == "fold" and tuple(g.members) == (m.name,) for g in groups)
+            room = -(-(1 + len(wp.addr)) // chunk_bits) * chunk_bits - 1 - len(wp.addr)
+            packed = min(room, len(wp.data)) if folded else 0
+            names = [f"{m.name}.data[{i}]" if len(wp.data) > 1 else f"{m.name}.data" for i in range(len(wp.data))]
+            a = cut(MA, [(wp.enable[0], f"{m.name}.en")] +
+                    [(n, f"{m.name}.addr[{i}]" if len(wp.addr) > 1 else f"{m.name}.addr") for i, n in enumerate(wp.addr)] +
+                    list(zip(wp.data[:packed], names[:packed])), len(ma))
+            d = cut(MD, list(zip(wp.data[packed:], names[packed:])), len(md))
             ports.append(WritePort(m.name, tuple(c.index for c in a), tuple(c.index for c in d),
-                                   len(wp.addr), len(wp.data)))
+                                   len(wp.addr), len(wp.data), packed))
             ma += a
             md += d
         folds = {}                      # memory -> its folded MD chunk indices
@@ -282,8 +313,9 @@ class TraceProtocol:
                     raise Netlist2TFError(f"{what} need a register outside every gated group: its last "
                                           f"chunk ends the frame and commits the writes")
             if g.kind == "fold":
-                # every data chunk after the first folds, except below a constant-1 bit (its OR is 1)
-                first = 1
+                # every data chunk folds (after the first when no data bit is packed with the address),
+                # except below a constant-1 bit (its OR is 1)
+                first = 0 if port.packed else 1
                 for k, j in enumerate(port.md):
                     if CONST1 in md[j].bits:
                         first = k + 1
@@ -297,11 +329,11 @@ class TraceProtocol:
                     tuple((MD, j) for j in port.md if j not in folds.get(port.memory, ()))
         made = tuple(Group(g.kind, g.name, g.gate, tuple(g.members) if g.kind != "reg" else
                            tuple(name for name, q in ordered if set(q) <= set(g.members)), group_chunks[g.name],
-                           g.hold)
+                           g.hold, g.tail)
                      for g in groups if g.kind != "fold")
         for p in ports:
             for j in folds.get(p.memory, ()):
-                lo = p.md.index(j) * chunk_bits
+                lo = p.packed + p.md.index(j) * chunk_bits
                 made += (Group("fold", f"{p.memory}.data[{lo}:]", -1, (p.memory,), ((MD, j),)),)
         proto = TraceProtocol(chunk_bits, chunks(IN, ins), out_chunks, reg_chunks,
                               tuple((n, len(s)) for n, s in ins),
@@ -322,16 +354,23 @@ class TraceProtocol:
     def _order(self, groups) -> list[tuple[str, int]]:
         """The frame's generated chunks, in order, for these groups."""
         gated = {k for g in groups for k in g.chunks}
+        tail = [k for g in groups if g.tail for k in g.chunks]
         out = [(OUT, c.index) for c in self.outputs]
         regs = [(REG, c.index) for c in self.registers]
-        reg_grouped = [k for k in regs if k in gated]
+        reg_grouped = [k for k in regs if k in gated and k not in tail]
         reg_rest = [k for k in regs if k not in gated]
         writes = []
         for p in self.ports:
             writes += [(MA, j) for j in p.ma] + [(MD, j) for j in p.md]
         if _ports_first(groups):
-            return out + reg_grouped + writes + reg_rest
-        return out + reg_grouped + reg_rest + writes
+            return out + reg_grouped + writes + tail + reg_rest
+        return out + reg_grouped + tail + reg_rest + writes
+
+    def tail_lags(self) -> dict:
+        """{(REG, chunk): lag} for the tail group's chunks: how many tokens after it the frame ends
+        (every chunk after a tail group is ungated, so the distance is the same in every frame)."""
+        gen = self.generated
+        return {k: len(gen) - 1 - gen.index(k) for g in self.groups if g.tail for k in g.chunks}
 
     def fold_bits(self, group: int) -> tuple[int, ...]:
         """The nets whose OR gates fold group ``group``: the port's data bits from its chunk up
@@ -578,9 +617,11 @@ class TraceProtocol:
         p = self.port(memory)
         if addr is not None and not 0 <= addr < (1 << p.addr_width):
             raise Netlist2TFError(f"address {addr} is outside memory {memory} ({p.addr_width}-bit addresses)")
-        ma = self._pack([self.mem_addr[j] for j in p.ma], {"ma": 0 if addr is None else 1 | (addr << 1)},
-                        [("ma", 1 + p.addr_width)])
-        md = self._pack([self.mem_data[j] for j in p.md], {"md": word}, [("md", p.data_width)])
+        low = word & ((1 << p.packed) - 1)
+        ma = self._pack([self.mem_addr[j] for j in p.ma],
+                        {"ma": (0 if addr is None else 1 | (addr << 1)) | low << (1 + p.addr_width)},
+                        [("ma", 1 + p.addr_width + p.packed)])
+        md = self._pack([self.mem_data[j] for j in p.md], {"md": word >> p.packed}, [("md", p.data_width - p.packed)])
         return [self.token(Field(MA, j, frame_parity, v)) for j, v in zip(p.ma, ma)] + \
             [self.token(Field(MD, j, frame_parity, v)) for j, v in zip(p.md, md)]
 
@@ -698,9 +739,9 @@ class TraceProtocol:
             if (MA, p.ma[0]) not in values:
                 writes[p.memory] = (None, 0)
                 continue
-            ma = self._unpack([values[(MA, j)] for j in p.ma], [("en", 1), ("addr", p.addr_width)])
-            md = self._unpack([values.get((MD, j), 0) for j in p.md], [("data", p.data_width)])
-            writes[p.memory] = (ma["addr"] if ma["en"] else None, md["data"])
+            ma = self._unpack([values[(MA, j)] for j in p.ma], [("en", 1), ("addr", p.addr_width), ("low", p.packed)])
+            md = self._unpack([values.get((MD, j), 0) for j in p.md], [("data", p.data_width - p.packed)])
+            writes[p.memory] = (ma["addr"] if ma["en"] else None, ma["low"] | md["data"] << p.packed)
         return writes
 
     def _unpack(self, chunk_values, names) -> dict:
@@ -728,9 +769,11 @@ class TraceProtocol:
                "registers": [{"state": n, "width": w, "signal": (signals or {}).get(n, n[4:] if n.startswith("reg:") else n)}
                              for n, w in self.register_names],
                "write_ports": [{"memory": p.memory, "ma": list(p.ma), "md": list(p.md),
-                                "addr_width": p.addr_width, "data_width": p.data_width} for p in self.ports],
+                                "addr_width": p.addr_width, "data_width": p.data_width,
+                                **({"packed": p.packed} if p.packed else {})} for p in self.ports],
                "groups": [{"kind": g.kind, "name": g.name, "gate_net": g.gate, "members": list(g.members),
-                           "chunks": [list(k) for k in g.chunks], **({"hold": g.hold} if g.hold else {})}
+                           "chunks": [list(k) for k in g.chunks], **({"hold": g.hold} if g.hold else {}),
+                           **({"tail": True} if g.tail else {})}
                           for g in self.groups],
                "frame_order": [list(k) for k in self.generated],
                "frame": "IN chunks (host), then the generated chunks of frame_order; a group's chunks "
@@ -763,10 +806,11 @@ class TraceProtocol:
                 tuple((str(r["state"]), int(r["width"])) for r in doc["registers"]),
                 chunks(MA), chunks(MD),
                 tuple(WritePort(str(p["memory"]), tuple(p["ma"]), tuple(p["md"]), int(p["addr_width"]),
-                                int(p["data_width"])) for p in doc["write_ports"]),
+                                int(p["data_width"]), int(p.get("packed", 0))) for p in doc["write_ports"]),
                 tuple(Group(str(g["kind"]), str(g["name"]), int(g["gate_net"]),
                             tuple(str(m) for m in g["members"]),
-                            tuple((str(k), int(j)) for k, j in g["chunks"]), str(g.get("hold", "")))
+                            tuple((str(k), int(j)) for k, j in g["chunks"]), str(g.get("hold", "")),
+                            bool(g.get("tail", False)))
                       for g in doc["groups"]))
             consistent = (proto.vocab_size == doc["vocab_size"] and proto.tokens_per_cycle == doc["tokens_per_cycle"]
                           and [list(k) for k in proto.generated] == doc["frame_order"]

@@ -525,7 +525,8 @@ def test_design_without_inputs_runs_by_stock_generate(tmp_path, build_dir):
 @pytest.mark.parametrize("gated,dtype,prefill", [(True, torch.float32, True), (False, torch.bfloat16, False)])
 def test_folded_writes(gated, dtype, prefill, tmp_path, build_dir):
     """``--folded-writes``: a 32-bit memory written with words of every size emits each word's data
-    only up to its highest non-zero byte (the frame's length changes with it), a skipped chunk is
+    only up to the chunk of its highest 1 (its low 4 bits packed with the address: the frame's
+    length changes with it), a skipped chunk is
     written as 0 (the port's first chunk clears its field), and the model equals the netlist
     simulator on every read-back word, generated (batch 4) and teacher-forced, with the write
     group gated or not. (Without the clear the model reads stale upper bytes: checked by hand.)"""
@@ -536,7 +537,7 @@ def test_folded_writes(gated, dtype, prefill, tmp_path, build_dir):
     assert cli.main(["compile", "tests/designs/unusual.py:FoldedMachine", "--layers", "6", *args,
                      "--out", str(out), "--build-dir", str(build_dir)]) == 0
     model, protocol, netlist, inits, meta = load_checkpoint(out, dtype)
-    assert [g.kind for g in protocol.groups] == ["write"] * gated + ["fold"] * 3
+    assert [g.kind for g in protocol.groups] == ["write"] * gated + ["fold"] * 4
     assert meta["folded_writes"] == ["mem"]
     div, run = verify_model(model, protocol, netlist, inits, 60, 4, 3, prefill, meta["initial_memory"])
     assert div is None, str(div)
@@ -575,11 +576,62 @@ def test_held_group(tmp_path, build_dir, capsys):
     assert div is None, str(div)
 
 
+def test_tail_group(tmp_path, build_dir, capsys):
+    """A tail group (``--held GATE::REGISTER``, no dirty bit): k (two chunks) is read every cycle
+    but emitted only in the cycles that may change it (a load or a reset), just before the frame's
+    last two tokens, and kept in one row that the frame's last token writes from the k tokens 3 and 2
+    positions back; the model equals the netlist simulator on every emitted token, prefilled and
+    token by token, float32 and bfloat16, teacher-forced, with frames with and without k."""
+    from netlist2tf.verify import verify_teacher_forced
+
+    out = tmp_path / "tm"
+    assert cli.main(["compile", "tests/designs/unusual.py:TailMachine", "--layers", "4", "--held", "k_emit::k",
+                     "--out", str(out), "--build-dir", str(build_dir)]) == 0
+    assert "proved that the group is unchanged while k_emit is 0" in capsys.readouterr().err
+    model, protocol, netlist, inits, meta = load_checkpoint(out, torch.float32)
+    assert [(g.kind, g.name, g.hold, g.tail) for g in protocol.groups] == [("reg", "k_emit", "", True)]
+    assert sorted(protocol.tail_lags().values()) == [2, 3]
+    assert protocol.frame_kinds(False)[-2:] == protocol.generated[-2:]      # the frame ends on acc's chunks
+    for prefill in (True, False):
+        div, run = verify_model(model, protocol, netlist, inits, 80, 2, 7, prefill)
+        assert div is None, str(div)
+        held = [g[0] for row in run.groups for g in row]
+        assert any(held) and not all(held)
+        assert all(o["k_emit"] == g[0] for o, g in zip(run.outputs[0], run.groups[0]))
+    div, checked = verify_teacher_forced(model, protocol, netlist, inits, 80, 2, 7)
+    assert div is None, str(div)
+    model16, *_ = load_checkpoint(out, torch.bfloat16)
+    div, _ = verify_model(model16, protocol, netlist, inits, 60, 4, 3, True)
+    assert div is None, str(div)
+
+
+def test_a_tail_group_whose_gate_misses_a_change_is_refused(tmp_path, capsys, build_dir):
+    """k_load is 1 on a load but not on the reset, which restores k: z3 finds the reset changing k
+    while the gate is 0; one clear error, exit 2, nothing written."""
+    out = tmp_path / "tm"
+    assert cli.main(["compile", "tests/designs/unusual.py:TailMachine", "--layers", "4", "--held", "k_load::k",
+                     "--out", str(out), "--build-dir", str(build_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "the group changes in a cycle where k_load is 0" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_two_tail_groups_are_refused(tmp_path, capsys, build_dir):
+    """Only one group can end the frame: a second tail group is one clear error naming both."""
+    out = tmp_path / "hm"
+    assert cli.main(["compile", "tests/designs/unusual.py:HeldMachine", "--layers", "4", "--held", "k_emit::k",
+                     "--held", "k_emit::k_new", "--out", str(out), "--build-dir", str(build_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "at most one such (tail) group" in err and "Traceback" not in err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("held,what", [
     ("k_emit:k_new:acc", "the group changes in a cycle where k_emit is 0"),     # acc changes every cycle
     ("load_gate:k_new:k", "gate must be a 1-bit output"),                        # no such output
     ("k_emit:acc:k", "dirty bit 'acc' must be a 1-bit register"),
     ("k_emit:k", "write GATE:DIRTY:REGISTER"),
+    (":k_new:k", "write GATE:DIRTY:REGISTER"),
 ])
 def test_a_broken_held_group_is_refused(held, what, tmp_path, capsys, build_dir):
     """A held group whose promise fails (acc changes while k_emit is 0: z3's counterexample), or that

@@ -117,10 +117,12 @@ def test_gated_frames_round_trip_and_bad_frames_are_named(build_dir):
 
 
 def test_folded_write_frames(build_dir):
-    """``folded_writes``: the data chunks after the first are fold groups, nested (each absent when
-    the one before it is), so a word costs its address and its bytes up to the highest non-zero one;
-    a skipped chunk decodes as 0; a fold chunk without the chunk before it is a TraceError; a
-    constant-1 data bit keeps the chunks up to its own unfolded; the protocol survives its JSON."""
+    """``folded_writes``: the port's address chunk is filled up with the word's low bits (packed: the
+    enable and 3 address bits leave 4), and every data chunk is a fold group, nested (each absent
+    when the one before it is), so a word costs its address chunk and its chunks up to the highest
+    non-zero one (a word < 16 the address chunk alone); a skipped chunk decodes as 0; a fold chunk
+    without the chunk before it is a TraceError; a constant-1 data bit keeps the chunks up to its own
+    unfolded; the protocol survives its JSON."""
     import dataclasses
 
     from netlist2tf.ir import CONST1
@@ -129,44 +131,48 @@ def test_folded_write_frames(build_dir):
     nl = parse_netlist(synthesize("tests/designs/unusual.py:FoldedMachine", "macro", build_dir).json_text)
     settings = CompileSettings(layers=6, gated_writes=("mem",), folded_writes=("mem",))
     proto = plan_model(nl, settings).protocol
-    assert [(g.kind, g.name) for g in proto.groups] == [("write", "mem"), ("fold", "mem.data[8:]"),
-                                                        ("fold", "mem.data[16:]"), ("fold", "mem.data[24:]")]
-    assert proto.groups[0].chunks == ((MA, 0), (MD, 0))               # enable and 3 address bits: one chunk
+    assert [(g.kind, g.name) for g in proto.groups] == [("write", "mem"), ("fold", "mem.data[4:]"),
+                                                        ("fold", "mem.data[12:]"), ("fold", "mem.data[20:]"),
+                                                        ("fold", "mem.data[28:]")]
+    assert proto.groups[0].chunks == ((MA, 0),)                # enable, 3 address bits, data bits 0-3
+    assert proto.mem_addr[0].names[4:] == ("mem.data[0]", "mem.data[1]", "mem.data[2]", "mem.data[3]")
+    assert proto.ports[0].packed == 4 and proto.mem_data[0].names[0] == "mem.data[4]"
     assert proto.generated[-1][0] == REG and TraceProtocol.from_json(proto.to_json()) == proto
-    # after the first data chunk: the next one if any bit from it up is 1, else the registers
+    # after the address chunk: the first data chunk if any bit from it up is 1, else the registers
     after = proto.generated[proto.generated.index((MD, 3)) + 1]
-    assert proto.successors((MD, 0)) == [((MD, 1), ((1, True),)), (after, ((1, False),))]
-    assert proto.successors((MD, 2)) == [((MD, 3), ((3, True),)), (after, ((3, False),))]
+    assert proto.successors((MA, 0)) == [((MD, 0), ((1, True),)), (after, ((1, False),))]
+    assert proto.successors((MD, 2)) == [((MD, 3), ((4, True),)), (after, ((4, False),))]
     # before the write group: the folds are absent with it and add no condition
     before = proto.generated[proto.generated.index((MA, 0)) - 1] if proto.generated.index((MA, 0)) else None
     cands = proto.first_chunks() if before is None else proto.successors(before)
     assert [c for _, c in cands] == [((0, True),), ((0, False),)]
-    assert proto.presence([1, 0, 1, 1]) == (True, False, False, False)      # nested under an absent fold
-    assert proto.presence([0, 1, 1, 1]) == (False, False, False, False)     # nested under no write
-    assert len(proto.fold_bits(1)) == 24 and len(proto.fold_bits(3)) == 8
+    assert proto.presence([1, 0, 1, 1, 1]) == (True, False, False, False, False)   # nested under an absent fold
+    assert proto.presence([0, 1, 1, 1, 1]) == (False,) * 5                         # nested under no write
+    assert len(proto.fold_bits(1)) == 28 and len(proto.fold_bits(4)) == 4
     registers = {name: 0 for name, _ in proto.register_names}
-    for word, want in ((0, 1), (0x7F, 1), (0x100, 2), (0xAB0000, 3), (0x80000000, 4), (0xFFFFFFFF, 4)):
+    for word, want in ((0, 0), (0xF, 0), (0x10, 1), (0x7F, 1), (0x100, 1), (0x1000, 2), (0xAB0000, 3),
+                       (0x80000000, 4), (0xFFFFFFFF, 4)):                        # hand-counted
         addr = 5
         values = {(k, c.index): 0 for k in (OUT,) for c in proto.outputs}
-        values[(MA, 0)] = 1 | (addr << 1)
-        values.update({(MD, j): (word >> (8 * j)) & 0xFF for j in range(4)})
-        gates = [1] + [word >> (8 * k) for k in (1, 2, 3)]
+        values[(MA, 0)] = 1 | (addr << 1) | (word & 15) << 4
+        values.update({(MD, j): (word >> (4 + 8 * j)) & 0xFF for j in range(4)})
+        gates = [1] + [word >> k for k in (4, 12, 20, 28)]
         toks = proto.generated_tokens(2, values, registers, gates)
         assert sum(proto.field(t).kind == MD for t in toks) == want
         assert proto.decode_writes(toks)["mem"] == (addr, word)
         proto.decode_frame(2, toks)
     full = proto.generated_tokens(2, {**values, (MA, 0): 1, **{(MD, j): 9 for j in range(4)}}, registers, True)
     md1 = proto.generated.index((MD, 1))
-    with pytest.raises(TraceError, match="holds mem.data.16:. without mem.data.8:."):
-        proto.decode_frame(2, full[:md1] + full[md1 + 1:])
-    # a data bit tied to 1 in chunk 2: only chunk 3 folds
+    with pytest.raises(TraceError, match="holds mem.data.12:. without mem.data.4:."):
+        proto.decode_frame(2, full[:md1 - 1] + full[md1:])
+    # a data bit tied to 1 in the third data chunk: only the last one folds
     (mem,) = nl.memories
     wp = mem.write_ports[0]
     tied = dataclasses.replace(wp, data=wp.data[:20] + (CONST1,) + wp.data[21:])
     nl1 = dataclasses.replace(nl, memories=(dataclasses.replace(mem, write_ports=(tied,)),))
     proto1 = TraceProtocol.from_netlist(nl1, {r.clock for r in nl1.registers}, 8,
                                         resolve_groups(nl1, (), ("mem",), (), ("mem",)))
-    assert [g.name for g in proto1.groups] == ["mem", "mem.data[24:]"]
+    assert [g.name for g in proto1.groups] == ["mem", "mem.data[28:]"]
 
 
 def test_reads_move_to_lower_the_widest_deltanet_layer(build_dir):

@@ -28,17 +28,14 @@ in ``cpu/machine.py``; this core implements it:
 * ``halt`` pulses in the cycle the machine stops, with ``halt_kind`` (0 exit, 1 ebreak, 2 trap),
   ``halt_cause`` (mcause, for traps) and ``halt_code`` (a0); ``halted`` stays high afterwards and
   nothing changes any more;
-* ``mem_word``/``mem_lane``: the RAM word (address bits 2 and up, as wide as the RAM needs) and the
-  byte lane (bits 0-1) of this cycle's load/store address: with the opcode they give the memory
-  fields of the record (the compiled model emits these instead of the 70 bits of ``rvfi_mem_addr``
-  and the masks; cpu/model_engine.py); ``mem_read`` is 1 when the instruction is a load (the model
-  emits ``mem_word`` and ``mem_lane`` only then: a store's word is in its write tokens);
-  ``mem_write`` is 1 when it is a store, ``store_lane`` its byte lane (0 otherwise: the model emits it
-  only for stores); ``m_op_emit`` is 1 in the cycles where the M unit's held operand ``m_op`` was
-  loaded in this cycle or the last one (the gate of the model's held group).
+* ``m_op_emit`` is 1 in the cycles where the M unit's held operand ``m_op`` was
+  loaded in this cycle or the last one (the gate of the model's held group); ``pc_mid_emit`` is 1
+  in the cycles that may change ``pc_mid``, the pc's RAM-word bits above its low 4 (a jump, a taken
+  branch, a sequential step out of the last word of a 16-word block, a reset): the gate of the
+  model's tail group, which emits those bits only then.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
@@ -60,6 +57,7 @@ M_CYCLES = M_STEPS + 2           # a division: start, the steps, finish (the lon
 MUL_BITS = 16                    # multiplier bits per multiplication step (a 32 x 16 multiply-add: 6 levels)
 MUL_STEPS = 32 // MUL_BITS
 MUL_CYCLES = MUL_STEPS + 2
+PC_LOW_BITS = 4                  # the pc's RAM-word bits in pc_lo, emitted every cycle (the rest, pc_mid, on a change)
 
 
 def m_steps(funct3: int) -> int:
@@ -93,8 +91,7 @@ class Core(wiring.Component):
             "console_valid": Out(1), "console_data": Out(8),
             "halt": Out(1), "halt_kind": Out(2), "halt_cause": Out(4), "halt_code": Out(32),
             "halted": Out(1),
-            "mem_word": Out(((ram_size // 4) - 1).bit_length()), "mem_lane": Out(2), "mem_read": Out(1),
-            "mem_write": Out(1), "store_lane": Out(2), "m_op_emit": Out(1),
+            "m_op_emit": Out(1), "pc_mid_emit": Out(1),
         })
 
     def elaborate(self, platform):
@@ -122,23 +119,28 @@ class Core(wiring.Component):
         def reg_addr(r):              # register r's word (r: 5 bits or a number)
             return Const(r, 5) if isinstance(r, int) else r
 
-        # The pc (always 4-aligned: its bits 0-1 are 0) in two registers: ``pc_lo``, the RAM word
-        # (bits 2..), and ``pc_hi``, the bits above the RAM, with ``pc_oob`` = "pc_hi != 0". Out of
-        # RAM the fetch faults and nothing retires, so every computation uses ``pc_ram`` (pc_hi taken
-        # as 0) and only the halt report reads pc_hi: the compiled model emits it only in the frames
-        # after which pc_oob is 1 (a gated group, cpu/model_engine.GATED; z3 proves the promise).
+        # The pc (always 4-aligned: its bits 0-1 are 0) in three registers: the RAM word (bits 2..)
+        # as ``pc_lo`` (its low 4 bits) and ``pc_mid`` (the rest), and ``pc_hi``, the bits above the
+        # RAM, with ``pc_oob`` = "pc_hi != 0". Out of RAM the fetch faults and nothing retires, so
+        # every computation uses ``pc_ram`` (pc_hi taken as 0) and only the halt report reads pc_hi:
+        # the compiled model emits it only in the frames after which pc_oob is 1 (a gated group,
+        # cpu/model_engine.GATED; z3 proves the promise). pc_mid changes only on a transfer or a step
+        # out of a 16-word block: the model emits it only then (a tail group, gated by pc_mid_emit).
         hi_bits = 30 - abits
-        pc_lo = Signal(abits, init=(self.reset_pc >> 2) % words, attrs={"keep": 1})   # named in the netlist
+        lo_bits = min(PC_LOW_BITS, abits - 1)
+        word0 = (self.reset_pc >> 2) % words
+        pc_lo = Signal(lo_bits, init=word0 & ((1 << lo_bits) - 1), attrs={"keep": 1})   # named in the netlist
+        pc_mid = Signal(abits - lo_bits, init=word0 >> lo_bits, attrs={"keep": 1})
         pc_hi = Signal(hi_bits, init=self.reset_pc >> (2 + abits), attrs={"keep": 1})
         pc_oob = Signal(init=int(self.reset_pc >> (2 + abits) != 0))
-        pc = Cat(Const(0, 2), pc_lo, Mux(pc_oob, pc_hi, 0))   # the architectural pc (rvfi_pc)
-        pc_ram = Cat(Const(0, 2), pc_lo, Const(0, hi_bits))
+        pc = Cat(Const(0, 2), pc_lo, pc_mid, Mux(pc_oob, pc_hi, 0))   # the architectural pc (rvfi_pc)
+        pc_ram = Cat(Const(0, 2), pc_lo, pc_mid, Const(0, hi_bits))
         halted = Signal()
         m.d.comb += self.halted.eq(halted)
 
         # ---- fetch and decode ------------------------------------------------------------------
         fetch_fault = pc_oob                              # outside RAM
-        m.d.comb += fetch.addr.eq(pc_lo)
+        m.d.comb += fetch.addr.eq(Cat(pc_lo, pc_mid))
         insn = Signal(32)
         m.d.comb += insn.eq(fetch.data)
         opcode, rd, funct3 = insn[0:7], insn[7:12], insn[12:15]
@@ -380,14 +382,17 @@ class Core(wiring.Component):
             reg_write.addr.eq(rd), reg_write.data.eq(rd_value), reg_write.en.eq(rd_written),
             self.console_valid.eq(go & is_store & is_console),
             self.console_data.eq(b[0:8]),
-            self.mem_word.eq(mem_addr[2:2 + abits]), self.mem_lane.eq(lane), self.mem_read.eq(is_load),
-            self.mem_write.eq(is_store), self.store_lane.eq(Mux(is_store, lane, 0)),
         ]
         # the M state does not wait for the stop conditions (deep): after a stop nothing is
         # observable, and ``halted`` freezes the machine from the next cycle on
-        m.d.sync += [pc_lo.eq(Mux(stop, pc_lo, next_pc[2:2 + abits])),
+        m.d.sync += [pc_lo.eq(Mux(stop, pc_lo, next_pc[2:2 + lo_bits])),
+                     pc_mid.eq(Mux(stop, pc_mid, next_pc[2 + lo_bits:2 + abits])),
                      pc_hi.eq(Mux(stop, pc_hi, next_pc[2 + abits:])),
                      pc_oob.eq(Mux(stop, pc_oob, next_pc[2 + abits:] != 0))]
+
+        # pc_mid can change only when the pc does not step by 4 within a 16-word block (or a reset
+        # restores it): the tail group's gate (z3 proves "0 implies unchanged", driver.prove_gating)
+        m.d.comb += self.pc_mid_emit.eq(ResetSignal() | (~stop & (~seq | (pc_lo == (1 << lo_bits) - 1))))
 
         m_start = ~halted & (is_mul | is_div) & ~m_busy
         m.d.sync += m_op_new.eq(m_start)

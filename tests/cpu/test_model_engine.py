@@ -55,13 +55,14 @@ def test_hazards_generated_fp32_prefill(model):
 def test_reads_balanced_over_the_deltanet_layers(model):
     """The constant-address a7/a0 reads share layer 2 with rs1/rs2 (plan.balance_reads) instead of
     layer 1 with the fetch's 16 banks: every DeltaNet layer has 16 key heads, not 18. Hand-counted:
-    layer 0 the 9 key heads of its state chunks, 1 the fetch, 2 four one-bank register reads, 4 the
-    load port."""
+    layer 0 the 10 key heads of its state chunks (the rst input's 1, the 19 double-buffered register
+    chunks' 5 and the 11 write-port fields' 3, four value heads to a key head, and the tail chunk's
+    own: its write lag), 1 the fetch, 2 four one-bank register reads, 4 the load port."""
     import json
 
     folder = model[-1]
     stats = json.loads((folder / "compile.json").read_text())["stats"]
-    assert stats["deltanet_key_heads"] == [9, 16, 4, 0, 16, 0, 0, 0, 0, 0, 0]
+    assert stats["deltanet_key_heads"] == [10, 16, 4, 0, 16, 0, 0, 0, 0, 0, 0]
     assert json.loads((folder / "config.json").read_text())["linear_num_key_heads"] == 16
 
 
@@ -86,13 +87,14 @@ def test_sample_program_hi(model):
     (res,) = run_model_batch([img], RAM, build_dir=BUILD)
     assert res.console == prog.expected_output and res.halt.exit_code == prog.expected_exit
     _same([res], [ref])
-    # the frame (docs/CPU-MODEL.md 2): 2 tokens (the pc's RAM word, m_busy, halted, pc_oob), + 2 when
-    # a register is written (enable and register 1, the value's low byte), + 3 when a RAM word is
-    # (enable and address 2, its low byte), and 1 per byte above up to the word's highest non-zero
-    # one (folded), + 2 for a load's word and lane, + 1 for a store's lane (console stores
-    # too); the ecall's stopping cycle 4 (the latched conditions), the halt report 5 (its kind and
-    # cause too); no M instruction, so the M state is never emitted. The written words: a register's
-    # value from unicorn, a RAM word merged from unicorn's stores into the image's words here.
+    # the frame (docs/CPU-MODEL.md 2): 1 token (the pc's low 4 word bits, m_busy, halted, pc_oob,
+    # m_op_new), + 1 for the pc's other word bits after a transfer or a step from a 16-word block's
+    # last word, + 1 when a register is written (enable, register, the value's low 2 bits) or 2 when
+    # a RAM word is (enable, address, its low 3 bits), and 1 per 8 bits above up to the word's
+    # highest 1 (folded); the ecall's stopping cycle 3 (the latched conditions), the halt report 4
+    # (its kind and cause too); no M instruction, so the M state is never emitted. The written
+    # words: a register's value from unicorn, a RAM word merged from unicorn's stores into the
+    # image's words here.
     from cpu.machine import CONSOLE_ADDR
     ram, tokens = dict(img.words()), 0
     for r in ref.records:
@@ -105,10 +107,11 @@ def test_sample_program_hi(model):
                 if r.mem_wmask >> lane & 1:
                     word = word & ~(0xFF << 8 * lane) | (r.mem_wdata >> 8 * lane & 0xFF) << 8 * lane
             ram[r.mem_addr >> 2] = word
-        tokens += 2 + 2 * (r.mem_rmask != 0) + (r.mem_wmask != 0)
+        tokens += 1 + (r.next_pc != r.pc + 4 or (r.pc >> 2) % 16 == 15)
         if word is not None:
-            tokens += (1 if r.rd else 2) + max(1, -(-word.bit_length() // 8))
-    assert res.tokens == tokens + 4 + 5
+            low = 2 if r.rd else 3
+            tokens += (1 if r.rd else 2) + max(0, -(-(word.bit_length() - low) // 8))
+    assert res.tokens == tokens + 3 + 4
 
 
 def _teacher_forced(images, dtype=torch.float32, device="cpu", threads=1, resume_dir=None):
@@ -168,7 +171,7 @@ def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
                      "--trace", str(ours)]) == 10
         out = capsys.readouterr()
         assert out.out == "hi!\n"
-        assert "129 generated tokens" in out.err and "4.6 tokens/instruction" in out.err
+        assert "91 generated tokens" in out.err and "3.2 tokens/instruction" in out.err
         assert mode in out.err
         assert ours.read_text() == ref.read_text() and len(ours.read_text().splitlines()) == 28
 
@@ -176,7 +179,7 @@ def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
 def test_speculative_falls_back_to_plain_generation(model):
     """Speculative decoding's result is the model's own greedy run even when the model departs from
     the netlist: with the LM head's rows of the write data values 0 and 1 swapped (a protocol-valid
-    but wrong model: hi.c's first write, sp = 0x4000, comes out 0x4001), the draft is rejected at
+    but wrong model: hi.c's first write, sp = 0x4000, comes out 0x4004: the first data chunk is its bits 2-9), the draft is rejected at
     cycle 0 and the run equals plain generation's, record for record, and not unicorn's."""
     from cpu.elf import load_elf
     from cpu.model_engine import run_model_speculative
@@ -203,7 +206,7 @@ def test_speculative_falls_back_to_plain_generation(model):
     assert spec.decoding.startswith("plain") and any("rejected the netlist simulator's draft" in m and
                                                      "cycle 0" in m for m in logs)
     _same([spec], [plain])
-    assert spec.records[0].rd_wdata == 0x4001 != ref.records[0].rd_wdata
+    assert spec.records[0].rd_wdata == 0x4004 != ref.records[0].rd_wdata
     assert (spec.halt, spec.console) != (ref.halt, ref.console) or spec.records != ref.records
 
 
@@ -227,8 +230,8 @@ def test_teacher_forced_names_a_divergence(model):
 
 def test_run_too_long_for_memory_is_refused(model, monkeypatch):
     """A program that runs past what the token trace and attention cache can hold in the memory
-    available (here: 10 MB at 1,000 bytes a position, so 3,333 instructions of the shortest frame,
-    3 positions with the input token) is one clear
+    available (here: 10 MB at 1,000 bytes a position, so 5,000 instructions of the shortest frame,
+    2 positions with the input token) is one clear
     error from the netlist simulator's capped run, before any model work; a program that halts
     within it runs."""
     from cpu import asm, model_engine
@@ -237,7 +240,7 @@ def test_run_too_long_for_memory_is_refused(model, monkeypatch):
 
     monkeypatch.setattr(model_engine, "_memory", lambda m: (1000, 10_000_000))
     spin = Image.from_words([asm.addi(5, 5, 1), asm.jal(0, -4)])       # never halts
-    with pytest.raises(Netlist2TFError, match=r"runs past 3,333 instructions .* more than the 0\.0 GB "
+    with pytest.raises(Netlist2TFError, match=r"runs past 5,000 instructions .* more than the 0\.0 GB "
                                               r"available; pass a smaller --max-steps"):
         check_model_batch([spin], RAM, build_dir=BUILD)
     (r,) = check_model_batch([spin], RAM, max_steps=100, dtype=torch.bfloat16, build_dir=BUILD)

@@ -1,6 +1,6 @@
 """Designs that exercise less common simulator paths against Amaranth's simulator."""
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, ResetSignal, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -164,6 +164,29 @@ class HeldMachine(wiring.Component):
         with m.If(self.load):
             m.d.sync += k.eq(self.a)
         m.d.comb += [self.acc_o.eq(acc), self.k_emit.eq(self.load | k_new)]
+        return m
+
+
+class TailMachine(wiring.Component):
+    """A register that changes rarely but is read every cycle and that the reset restores (a tail
+    group's case, the compiler's tests): ``k`` (12 bits: two chunks, the last three tokens but one
+    of the frame) is loaded from ``a`` when ``load`` is 1 and added into ``acc`` every cycle. The
+    gate ``k_emit`` = ``load`` | reset is 1 in every cycle that may change it; ``k_load`` (``load``
+    alone) misses the reset, which z3 must find."""
+    load: In(1)
+    a: In(12)
+    acc_o: Out(14)
+    k_emit: Out(1)
+    k_load: Out(1)
+
+    def elaborate(self, platform):
+        m = Module()
+        k = Signal(12, name="k", init=0x5A3)
+        acc = Signal(14, name="acc", attrs={"keep": 1})
+        m.d.sync += acc.eq(acc + k)
+        with m.If(self.load):
+            m.d.sync += k.eq(self.a)
+        m.d.comb += [self.acc_o.eq(acc), self.k_emit.eq(self.load | ResetSignal()), self.k_load.eq(self.load)]
         return m
 
 
