@@ -651,7 +651,7 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
     right token wins by at least 1)."""
     chunk_bits = proto.chunk_bits
     commit_kind = emit_chunks[-1]
-    tail = proto.tail_lags()
+    tail = {k: t for t, k in enumerate(sorted(proto.tail_lags()))}    # a tail chunk -> its we_tail index
     folds = {}
     for g in proto.groups:
         if g.kind == "fold":
@@ -666,7 +666,7 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
         if f.kind == IN:
             bits[names["we_in"][f.chunk]] = 1
         elif f.kind == REG and (REG, f.chunk) in tail:
-            bits[names["we_tail"][sorted(tail).index((REG, f.chunk))]] = 1
+            bits[names["we_tail"][tail[(REG, f.chunk)]]] = 1
         elif f.kind == REG:
             bits[names["we_reg"][f.chunk]] = 1
             bits[names["regpar"][f.parity]] = 1

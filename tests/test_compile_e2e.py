@@ -552,20 +552,12 @@ def test_folded_writes(gated, dtype, prefill, tmp_path, build_dir):
 HELD_MACHINE = ["--held", "k_emit:k_new:k"]
 
 
-def test_held_group(tmp_path, build_dir, capsys):
-    """A held group (``--held``): the register k is read every cycle but emitted only in the cycles
-    that load it and the ones after (its gate k_emit, not emitted itself); the frames that skip it
-    leave the double-buffer row written two frames before, and the model still equals the netlist
-    simulator on every emitted token, prefilled and token by token, and teacher-forced."""
+def _check_k_emit_group(model, protocol, netlist, inits):
+    """The one group gated by k_emit: the model equals the netlist simulator, prefilled and token by
+    token (80 cycles, 2 rows), with frames both with and without the group (its presence is
+    k_emit), and teacher-forced."""
     from netlist2tf.verify import verify_teacher_forced
 
-    out = tmp_path / "hm"
-    assert cli.main(["compile", "tests/designs/unusual.py:HeldMachine", "--layers", "4", *HELD_MACHINE,
-                     "--out", str(out), "--build-dir", str(build_dir)]) == 0
-    assert "proved that the group is unchanged for two cycles while k_emit is 0" in capsys.readouterr().err
-    model, protocol, netlist, inits, meta = load_checkpoint(out, torch.float32)
-    assert [(g.kind, g.name, g.hold) for g in protocol.groups] == [("reg", "k_emit", "k_new")]
-    assert not any(name.split("[")[0] == "k_emit" for c in protocol.outputs for name in c.names)
     for prefill in (True, False):
         div, run = verify_model(model, protocol, netlist, inits, 80, 2, 7, prefill)
         assert div is None, str(div)
@@ -574,6 +566,21 @@ def test_held_group(tmp_path, build_dir, capsys):
         assert all(o["k_emit"] == g[0] for o, g in zip(run.outputs[0], run.groups[0]))
     div, checked = verify_teacher_forced(model, protocol, netlist, inits, 80, 2, 7)
     assert div is None, str(div)
+
+
+def test_held_group(tmp_path, build_dir, capsys):
+    """A held group (``--held``): the register k is read every cycle but emitted only in the cycles
+    that load it and the ones after (its gate k_emit, not emitted itself); the frames that skip it
+    leave the double-buffer row written two frames before, and the model still equals the netlist
+    simulator on every emitted token, prefilled and token by token, and teacher-forced."""
+    out = tmp_path / "hm"
+    assert cli.main(["compile", "tests/designs/unusual.py:HeldMachine", "--layers", "4", *HELD_MACHINE,
+                     "--out", str(out), "--build-dir", str(build_dir)]) == 0
+    assert "proved that the group is unchanged for two cycles while k_emit is 0" in capsys.readouterr().err
+    model, protocol, netlist, inits, meta = load_checkpoint(out, torch.float32)
+    assert [(g.kind, g.name, g.hold) for g in protocol.groups] == [("reg", "k_emit", "k_new")]
+    assert not any(name.split("[")[0] == "k_emit" for c in protocol.outputs for name in c.names)
+    _check_k_emit_group(model, protocol, netlist, inits)
 
 
 def test_tail_group(tmp_path, build_dir, capsys):
@@ -582,8 +589,6 @@ def test_tail_group(tmp_path, build_dir, capsys):
     last two tokens, and kept in one row that the frame's last token writes from the k tokens 3 and 2
     positions back; the model equals the netlist simulator on every emitted token, prefilled and
     token by token, float32 and bfloat16, teacher-forced, with frames with and without k."""
-    from netlist2tf.verify import verify_teacher_forced
-
     out = tmp_path / "tm"
     assert cli.main(["compile", "tests/designs/unusual.py:TailMachine", "--layers", "4", "--held", "k_emit::k",
                      "--out", str(out), "--build-dir", str(build_dir)]) == 0
@@ -592,14 +597,7 @@ def test_tail_group(tmp_path, build_dir, capsys):
     assert [(g.kind, g.name, g.hold, g.tail) for g in protocol.groups] == [("reg", "k_emit", "", True)]
     assert sorted(protocol.tail_lags().values()) == [2, 3]
     assert protocol.frame_kinds(False)[-2:] == protocol.generated[-2:]      # the frame ends on acc's chunks
-    for prefill in (True, False):
-        div, run = verify_model(model, protocol, netlist, inits, 80, 2, 7, prefill)
-        assert div is None, str(div)
-        held = [g[0] for row in run.groups for g in row]
-        assert any(held) and not all(held)
-        assert all(o["k_emit"] == g[0] for o, g in zip(run.outputs[0], run.groups[0]))
-    div, checked = verify_teacher_forced(model, protocol, netlist, inits, 80, 2, 7)
-    assert div is None, str(div)
+    _check_k_emit_group(model, protocol, netlist, inits)
     model16, *_ = load_checkpoint(out, torch.bfloat16)
     div, _ = verify_model(model16, protocol, netlist, inits, 60, 4, 3, True)
     assert div is None, str(div)
