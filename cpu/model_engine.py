@@ -59,7 +59,7 @@ MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "m_op_emit", "pc_mid_emit")
 # by an output (the host decoder reads them only then; the gate itself is not emitted, the group's
 # presence is its value): the halt's kind and cause in the halting cycle. And the write port's group
 # only when something is written.
-GATED = (("m_busy", ("m_hi", "m_lo", "m_count")), ("halted", ("why", "reported")),
+GATED = (("m_busy", ("m_hi", "m_lo", "m_count", "m_sa", "m_sb", "m_sx")), ("halted", ("why", "reported")),
          ("pc_oob", ("pc_hi",)), ("halt", ("halt_kind", "halt_cause")))
 GATED_WRITES = ("ram", "regs")
 # Folded writes (protocol.py "fold"): a written word's data only up to its highest non-zero byte (the

@@ -571,6 +571,8 @@ def expand_mul(cell: Cell, next_net: int, used: set):
     1. partial products: bit i of A AND bit j of B, ``[a + b >= 2]``, one neuron each (none where a
        factor bit is constant or both are the same net), in column i + j; a negated product or
        addend enters as its inverted bits plus a constant (``-x = ~x + 1``), constants as 1 bits;
+       signed operands are not extended (Baugh-Wooley: a sign bit weighs ``-2**(m-1)``, so a term
+       with one sign bit enters negated; an m x n signed product has m * n partial products);
     2. levels of counters: a column of height h >= 3 becomes the bits of its count (``[V >= t * 2**j]``
        summed with alternating signs: one level; h + 1 neurons for all its bits once
        ``lower.lower_logic`` merges the equal ones), which land in the columns above it; a level
@@ -593,7 +595,11 @@ def expand_mul(cell: Cell, next_net: int, used: set):
     const = 0
     pp: dict = {}
     for a_sig, b_sig, signed, neg in products:
-        A, B = _extended(a_sig, W, signed)[:W], _extended(b_sig, W, signed)[:W]
+        # signed: Baugh-Wooley instead of sign extension (the sign bit weighs -2**(m-1), so a
+        # product of exactly one sign bit enters negated: its inverted literal and a constant),
+        # m x n partial products instead of a W x W triangle
+        A, B = list(a_sig)[:W], list(b_sig)[:W]
+        sa, sb = (len(a_sig) - 1, len(b_sig) - 1) if signed else (-1, -1)
         for i, x in enumerate(A):
             for j, z in enumerate(B[:W - i]):
                 vx, vz = _lit_value(x, False), _lit_value(z, False)
@@ -607,12 +613,13 @@ def expand_mul(cell: Cell, next_net: int, used: set):
                         pp[key] = b.new_net(f"pp[{x},{z}]")
                         b.emit(pp[key], [b.step([(x, False, 1), (z, False, 1)], 2)])
                     lit = (pp[key], False)
-                if neg:
+                if neg ^ (i == sa) ^ (j == sb):
                     lit, const = (lit[0], not lit[1]), const - (1 << (i + j))
                 cols[i + j].append(lit)
     for c_sig, signed, neg in addends:
-        for i, x in enumerate(_extended(c_sig, W, signed)[:W]):
-            if neg:
+        top = len(c_sig) - 1 if signed else -1          # a signed addend's sign bit weighs -2**top
+        for i, x in enumerate(list(c_sig)[:W]):
+            if neg ^ (i == top):
                 cols[i].append((x, True))
                 const -= 1 << i
             else:

@@ -169,6 +169,14 @@ def test_macc_random_32_bits():
     m.check(_random(m, 400, "three"))
 
 
+def test_macc_random_signed_cpu_step():
+    """The CPU's signed multiplication step (hdl/rv32/core.py): a 33-bit signed rs1 times a 17-bit
+    signed half of rs2 plus a 33-bit signed partial sum, 49 bits; and the same negated."""
+    for neg in (False, True):
+        m = _Macc([(33, 17, True, neg)], [(33, True, False)], 49)
+        m.check(_random(m, 400, f"cpu {neg}"))
+
+
 def test_simulator_macc_against_python():
     """The netlist simulator's $macc_v2 (scalar and NumPy lanes) computes what Python does."""
     m = _Macc([(8, 6, True, False), (5, 5, False, True)], [(9, True, True)], 14)
@@ -202,9 +210,11 @@ def test_prover_macc_against_python():
 
 def test_depth_and_bfloat16_range():
     """32 x 32 -> 32 is 6 levels (partial products, two counter levels, the 3-level adder); the
-    CPU's 32 x 16 multiply-add too; every ReLU's largest pre-activation is bfloat16-exact."""
+    CPU's signed 33 x 17 multiply-add too (Baugh-Wooley: 33 * 17 partial products, no sign
+    extension); every ReLU's largest pre-activation is bfloat16-exact."""
     for products, addends, yw, depth in [([(32, 32, False, False)], [], 32, 6),
                                          ([(32, 16, False, False)], [(32, False, False)], 48, 6),
+                                         ([(33, 17, True, False)], [(33, True, False)], 49, 6),
                                          ([(8, 8, False, False)], [], 16, 5), ([(4, 4, False, False)], [], 8, 3)]:
         m = _Macc(products, addends, yw)
         assert m.depth() == depth, (products, m.depth())
@@ -220,6 +230,15 @@ def test_counter_neurons_are_shared():
     assert unit_cost(m.fns) == 1421
     assert sum(f.cost for f in m.fns) == 2467
     assert sum(s.neuron_count() for f in m.fns for s in f.steps) == 3142
+
+
+def test_signed_products_are_not_sign_extended():
+    """A signed product costs about what the unsigned one of its widths does (Baugh-Wooley), not
+    the W x W triangle of its sign-extended operands: the CPU's 33 x 17 + 33 -> 49 step takes
+    1,732 neurons (1,609 for the unsigned 32 x 16 + 32; 2,630 when sign-extended)."""
+    signed = _Macc([(33, 17, True, False)], [(33, True, False)], 49)
+    assert unit_cost(signed.fns) == 1732
+    assert unit_cost(_Macc([(32, 16, False, False)], [(32, False, False)], 48).fns) == 1609
 
 
 def test_wide_columns_are_refused():

@@ -1,10 +1,10 @@
 """An RV32IM + Zba core designed to be compiled into a transformer.
 
-One instruction per clock cycle, except the M extension: a multiplication takes ``MUL_CYCLES`` = 4
-cycles (one to start, two 16-bit steps ``{hi, lo} <- hi + op * lo[0:16]`` -- a multiply-add the
-compiler builds as a threshold multiplier, ``netlist2tf.macros.expand_mul`` -- and one that applies
-the signs and retires from registers), a division/remainder ``M_CYCLES`` = 18 (16 two-bit restoring
-division steps). The RAM
+One instruction per clock cycle, except the M extension: a multiplication takes ``MUL_CYCLES`` = 3
+cycles (one that loads the operands into the M registers, then two signed 33 x 17 multiply-adds
+``{hi, lo} <- hi + op * lo[0:16]`` on them -- one cell the compiler builds as a threshold
+multiplier, ``netlist2tf.macros.expand_mul`` -- the second of which retires), a division/remainder
+``M_CYCLES`` = 18 (16 two-bit restoring division steps). The RAM
 (``ram``: ``ram_size/4`` words) and the 32 registers (``regs``: word i is x``i``, x0 never written)
 are Amaranth ``Memory``s with asynchronous (combinational) read ports and one write port each, so
 they stay memories in the netlist (DeltaNet heads in the compiled model) and every read sees the
@@ -54,8 +54,8 @@ OP_IMM, OP_OP, OP_MISC_MEM, OP_SYSTEM = 0b0010011, 0b0110011, 0b0001111, 0b11100
 M_BITS = 2                       # quotient bits per division step (the step's depth: 4 levels a bit)
 M_STEPS = 32 // M_BITS           # division steps
 M_CYCLES = M_STEPS + 2           # a division: start, the steps, finish (the longest M instruction)
-MUL_BITS = 16                    # multiplier bits per multiplication step (a 32 x 16 multiply-add: 6 levels)
-MUL_STEPS = 32 // MUL_BITS
+MUL_BITS = 16                    # multiplier bits per multiplication step (a 33 x 17 multiply-add: 6 levels)
+MUL_STEPS = 32 // MUL_BITS - 1   # the second step retires (the product is signed throughout)
 MUL_CYCLES = MUL_STEPS + 2
 PC_LOW_BITS = 4                  # the pc's RAM-word bits in pc_lo, emitted every cycle (the rest, pc_mid, on a change)
 
@@ -189,7 +189,8 @@ class Core(wiring.Component):
         # ---- M extension (iterative: shared state, M_CYCLES cycles) --------------------------------
         # Start: busy <- 1, count <- 0, hi/lo <- the operands' starting values. Steps count
         # 0..steps-1 (``m_steps``: MUL_BITS multiplier bits or M_BITS quotient bits each). Finish
-        # (count == steps): the result comes from the registers and retires.
+        # (count == steps): the result comes from the registers and retires (a multiplication's
+        # finish is its second step).
         is_m = is_op & (funct7 == 0b0000001)
         is_mul = is_m & ~funct3[2] & (1 if self.mul else 0)
         is_div = is_m & funct3[2] & (1 if self.div else 0)
@@ -203,6 +204,9 @@ class Core(wiring.Component):
         # in the last cycle; ``m_op_emit`` (an output) = loaded now or then.
         m_op = Signal(32, reset_less=True)
         m_op_new = Signal(reset_less=True)
+        # a multiplication's signs (its operands are kept raw: the steps multiply signed) and its
+        # partial sum's sign bit
+        m_sa, m_sb, m_sx = (Signal(name=n, attrs={"keep": 1}) for n in ("m_sa", "m_sb", "m_sx"))   # named in the netlist
         m_done = Signal()
         m_res = Signal(32)
         m.d.comb += m_done.eq(m_busy & (m_count == Mux(funct3[2], M_STEPS, MUL_STEPS)))
@@ -215,25 +219,33 @@ class Core(wiring.Component):
         b_mag = Mux(b_neg, -b, b)[:32]
         # start values (hi, lo, op) and one step of M_BITS bits, for division and for multiplication
         div_start = (Const(0, 32), a_mag, b_mag)
-        mul_start = (Const(0, 32), b_mag, a_mag)
+        mul_start = (Const(0, 32), b, a)
         rem, quo = m_hi, m_lo
         for _ in range(M_BITS):                               # restoring division, a bit at a time
             shifted = Cat(quo[31], rem)                       # 33 bits: rem << 1 | next dividend bit
             fits = shifted >= m_op
             rem, quo = Mux(fits, shifted - m_op, shifted)[:32], Cat(fits, quo[0:31])
         div_step = (rem, quo)
-        # multiply-add: {hi, lo} <- (hi + op * lo[0:MUL_BITS]) : lo[MUL_BITS:] (one $macc_v2 cell)
-        total = (m_hi + m_op * m_lo[:MUL_BITS])[:32 + MUL_BITS]
-        mul_step = (total[MUL_BITS:], Cat(m_lo[MUL_BITS:], total[:MUL_BITS]))
-        prod = Cat(m_lo, m_hi)
-        prod_s = Mux(a_neg ^ b_neg, -prod, prod)[:64]
+        # Multiplication, signed throughout (no magnitudes, no sign fix-up): op is a as a 33-bit
+        # signed value {m_sa, m_op}, and b = high * 2**16 + low (high signed: {m_sb, b[16:32]}, low
+        # unsigned). Step 0: T = op * low (49 bits, signed) -> {m_sx, hi} = T >> 16, lo = {T[0:16],
+        # high's bits}. Step 1: R = op * high + {m_sx, hi}, so the product is {R, T[0:16]}: MUL =
+        # {R[0:16], lo[16:32]}, MULH* = R[16:48]. One multiply-add cell (a $macc_v2) serves both:
+        # its multiplier is lo[0:16] with m_sb on top in step 1 only, its addend {m_sx, hi} (0 in
+        # step 0: the start clears them).
+        last = m_count == MUL_STEPS
+        total = Signal(49)
+        m.d.comb += total.eq((Cat(m_op, m_sa).as_signed() * Cat(m_lo[:MUL_BITS], m_sb & last).as_signed()
+                              + Cat(m_hi, m_sx).as_signed())[:49])
+        mul_step = (total[MUL_BITS:48], Cat(m_lo[MUL_BITS:], total[:MUL_BITS]))
+        mul_res = Mux(funct3[0:2] == 0, Cat(m_lo[MUL_BITS:], total[0:16]), total[16:48])
         quot = Mux(a_neg ^ b_neg, -m_lo, m_lo)[:32]
         rem = Mux(a_neg, -m_hi, m_hi)[:32]
         by_zero = b == 0
         with m.If(funct3[2]):
             m.d.comb += m_res.eq(Mux(funct3[1], Mux(by_zero, a, rem), Mux(by_zero, 0xFFFF_FFFF, quot)))
         with m.Else():
-            m.d.comb += m_res.eq(Mux(funct3[0:2] == 0, prod_s[0:32], prod_s[32:64]))
+            m.d.comb += m_res.eq(mul_res)
 
         # Zba: shNadd rd = rs2 + (rs1 << N), funct7 0010000, funct3 2/4/6.
         is_zba = is_op & (funct7 == 0b0010000) & ((funct3 == 2) | (funct3 == 4) | (funct3 == 6)) \
@@ -399,13 +411,14 @@ class Core(wiring.Component):
         m.d.comb += self.m_op_emit.eq(m_start | m_op_new)
         with m.If(~halted & (is_mul | is_div)):
             with m.If(~m_busy):
-                m.d.sync += [m_busy.eq(1), m_count.eq(0)]
+                m.d.sync += [m_busy.eq(1), m_count.eq(0), m_sa.eq(a_neg), m_sb.eq(b_neg), m_sx.eq(0)]
                 m.d.sync += [r.eq(Mux(funct3[2], d, mm)) for r, d, mm in zip((m_hi, m_lo, m_op), div_start, mul_start)]
             with m.Elif(m_done):
                 m.d.sync += m_busy.eq(0)
             with m.Else():
                 m.d.sync += m_count.eq(m_count + 1)
                 m.d.sync += [r.eq(Mux(funct3[2], d, mm)) for r, d, mm in zip((m_hi, m_lo), div_step, mul_step)]
+                m.d.sync += m_sx.eq(total[48])
 
         # ---- retirement port ---------------------------------------------------------------------
         m.d.comb += [

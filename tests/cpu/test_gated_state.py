@@ -1,5 +1,5 @@
 """The promise behind the model's gated register groups (``cpu.model_engine.GATED``): the compiled
-CPU emits the M unit's registers (m_hi, m_lo, m_op, m_count: 13 register tokens) only in frames
+CPU emits the M unit's registers (m_hi, m_lo, m_count, m_sa, m_sb, m_sx: 9 register tokens) only in frames
 after which ``m_busy`` is 1, and the latched trap conditions and the halt-report flag (``why``,
 ``reported``) only in frames after which ``halted`` is 1, so in a cycle that starts with the gate at
 0 the model holds stale values for the group. That is exact only if those values do not matter in
@@ -60,9 +60,9 @@ class Scrambler:
 
     def __init__(self, nl, seed: int | None):
         self.groups = register_groups(nl)
-        # 1-bit slices: m_hi, m_lo, m_count; why (its exit bit is read by nothing: Yosys drops it),
+        # 1-bit slices: m_hi, m_lo, m_count, m_sa, m_sb, m_sx; why (its exit bit is read by nothing: Yosys drops it),
         # reported; pc_hi (the pc's bits above the 16 KiB RAM)
-        assert [len(g) for _, g in self.groups] == [69, 10, 18]
+        assert [len(g) for _, g in self.groups] == [72, 10, 18]
         self.held = held_groups(nl)
         assert [len(g) for _, g in self.held] == [32]                 # m_op
         self.tail = held_groups(nl, tail=True)
