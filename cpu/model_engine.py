@@ -204,7 +204,8 @@ def _build_checkpoint(ram_size, build_dir, log) -> Path:
     step("writing the checkpoint")
     emit_checkpoint(compiled, result.json_text, folder, settings=settings)
     step("writing the layer-assignment report")
-    write_report(build_report(compiled.plan, compiled.stats["nonzero"]), folder / "report")
+    write_report(build_report(compiled.plan, compiled.stats["nonzero"], design=core_design(ram_size)),
+                 folder / "report")
     st = compiled.stats
     log(f"compiled in {time.perf_counter() - t0:.0f} s: {st['layers']} layers, hidden {st['hidden_size']}, "
         f"{st['parameters'] / 1e6:.1f} M parameters ({st['nonzero'] / 1e6:.1f} M non-zero), "

@@ -252,7 +252,7 @@ def cmd_report(args) -> int:
     out = _out_folder(args, "reports")
     _, netlist, target = _compile_inputs(args)
     plan = plan_model(netlist, _settings(args, target))
-    js, page = write_report(build_report(plan), out, force=args.force)
+    js, page = write_report(build_report(plan, design=args.design), out, force=args.force)
     print(f"{args.design}: layer-assignment report {page} (data: {js})", file=sys.stderr)
     return 0
 

@@ -72,19 +72,9 @@ def lower_logic(netlist: Netlist, sched: Schedule, layout: ResidualLayout, pairs
     return layers
 
 
-def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) -> tuple[dict[int, int], list[list[int]]]:
-    """Like ``allocate_pairs``, but a pair is reused once its net is dead.
-
-    Time runs mixer 0, FFN 0, mixer 1, ... (mixer l = 2l, FFN l = 2l + 1). A net is written by layer
-    0's mixer (inputs, registers), by a memory read's mixer, or by its cell's FFN; it is read by the
-    FFNs of the units that use it and by the mixers of the memory reads it addresses (the pair
-    is then reset by that layer's FFN); ``kept`` nets (what the last
-    layer emits) live to the end. The FFN of a net's last reader also resets its pair to (0, 1) with
-    one neuron (relu(b) subtracted from b and added to 1 - b); from then on the pair is free for a
-    net written by that FFN or any later mixer/FFN. Returns ({net: pair}, resets[layer] = nets whose
-    pair that layer's FFN resets). Greedy in write order with the lowest free pair first: optimal for
-    interval graphs, deterministic.
-    """
+def _pair_lifetimes(netlist: Netlist, sched: Schedule, kept: set[int]):
+    """(nets in write order, {net: write time}, {net: last reader's layer}) for the residual pairs
+    (time: mixer l = 2l, FFN l = 2l + 1; ``kept`` nets read by layer L, i.e. never freed)."""
     L = sched.target.num_layers
     written: dict[int, int] = {}
     order: list[int] = []
@@ -118,6 +108,37 @@ def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) ->
             last[n] = max(last.get(n, -1), layer)      # reset by that layer's FFN at the earliest
     for n in kept:
         last[n] = L          # never freed
+    return order, written, last
+
+
+def live_pairs_per_layer(netlist: Netlist, sched: Schedule, kept: set[int]) -> list[int]:
+    """The logic's residual bit pairs in use in each layer: the most held at once after its mixer
+    or after its FFN, by ``allocate_pairs_reusing``'s lifetimes (a net holds its pair from its
+    write until its last reader's FFN; a ``kept`` net, or one nothing reads after it is written,
+    to the end). The largest is the number of pairs that allocation uses (it is optimal)."""
+    order, written, last = _pair_lifetimes(netlist, sched, kept)
+    L = sched.target.num_layers
+    free = {n: (2 * last[n] + 1 if n in last and last[n] < L and 2 * last[n] + 1 > written[n] else 2 * L + 1)
+            for n in order}
+    return [max(sum(1 for n in order if written[n] <= t < free[n]) for t in (2 * i, 2 * i + 1))
+            for i in range(L)]
+
+
+def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) -> tuple[dict[int, int], list[list[int]]]:
+    """Like ``allocate_pairs``, but a pair is reused once its net is dead.
+
+    Time runs mixer 0, FFN 0, mixer 1, ... (mixer l = 2l, FFN l = 2l + 1). A net is written by layer
+    0's mixer (inputs, registers), by a memory read's mixer, or by its cell's FFN; it is read by the
+    FFNs of the units that use it and by the mixers of the memory reads it addresses (the pair
+    is then reset by that layer's FFN); ``kept`` nets (what the last
+    layer emits) live to the end. The FFN of a net's last reader also resets its pair to (0, 1) with
+    one neuron (relu(b) subtracted from b and added to 1 - b); from then on the pair is free for a
+    net written by that FFN or any later mixer/FFN. Returns ({net: pair}, resets[layer] = nets whose
+    pair that layer's FFN resets). Greedy in write order with the lowest free pair first: optimal for
+    interval graphs, deterministic.
+    """
+    L = sched.target.num_layers
+    order, written, last = _pair_lifetimes(netlist, sched, kept)
     pairs: dict[int, int] = {}
     resets: list[list[int]] = [[] for _ in range(L)]
     pending: list[tuple[int, int, int, int]] = []   # heap: (time it becomes free, pair, dead net, reset layer)

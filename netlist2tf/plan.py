@@ -19,7 +19,7 @@ from .gadgets.ffn_threshold import Neuron, threshold_gate
 from .gadgets.layout import ResidualLayout
 from .graph import keep_outputs
 from .ir import CONST0, CONST1, CONSTX, Netlist
-from .lower import allocate_pairs_reusing, lower_logic, reset_neurons
+from .lower import allocate_pairs_reusing, live_pairs_per_layer, lower_logic, reset_neurons
 from .protocol import IN, MA, MD, REG, GroupSpec, TraceProtocol
 from .schedule import Schedule, ScheduleError, schedule
 from .target import FULL, LINEAR, Target
@@ -399,6 +399,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
             for n in proto.chunks_of(kind)[idx].bits}
     kept |= {g.gate for g in proto.groups if g.gate >= 0}   # read by the last FFN: which token follows a branch
     pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
+    live_pairs = live_pairs_per_layer(netlist, probe, kept)
 
     # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
     # parity, commit flag, the gathered write-port fields, emit one-hot, emit parity, emitted value.
@@ -502,7 +503,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
     memory = {k: v for k, v in memory.items() if v}
     stats = {"layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
-             "neurons_per_layer": [len(n) for n in neurons],
+             "neurons_per_layer": [len(n) for n in neurons], "live_pairs_per_layer": live_pairs,
              "deltanet_heads": [h * group for h in key_heads], "deltanet_key_heads": key_heads,
              "layer_types": list(types), "linear_key_head_dim": dk, "linear_value_head_dim": dv,
              "tokens_per_cycle": proto.tokens_per_cycle, "generated_tokens_per_cycle":

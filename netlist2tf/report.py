@@ -2,9 +2,12 @@
 
 Per layer: FFN neurons and DeltaNet heads used against capacity, which design cells live there
 (grouped by source location: the Amaranth ``src`` attribute, or for LUTs without one the signal they
-drive), residual channel pressure (bit pairs live after the layer), the largest pre-activation
-magnitude (exactness headroom: bfloat16 is exact up to 256, every pre-activation is an integer so the
-smallest distance to a neuron's threshold is 1); the critical path drawn through the layers; totals.
+drive), residual channel pressure (the logic's bit pairs in use in the layer, pairs reused once
+their net is dead: the largest sets the hidden size), the largest pre-activation a ReLU can see
+(its bias plus its positive weights: bfloat16 holds every integer up to 256 exactly, so a layer whose
+largest is <= 256 is bfloat16-exact by this bound alone) and the smallest distance of any neuron's
+pre-activation from its threshold (measured from the weights: 1 where every weight and bias is an
+integer, since the inputs are 0/1); the critical path drawn through the layers; totals.
 Deterministic: the same design gives byte-identical files (plots are PNGs without timestamps).
 """
 
@@ -29,33 +32,41 @@ def _group(netlist: Netlist, name: str, cell) -> str:
     return "(no source) " + (base if not base.startswith("$") else "generated logic")
 
 
-def _preactivation_bound(neurons, one: int) -> int:
-    """The largest |pre-activation| of any of ``neurons`` over 0/1 inputs: the sum of the |integer
-    weights| of its FFN row (the bias sits on the constant channel ``one``)."""
-    best = 0
+def _preactivation_bounds(neurons, one: int) -> tuple[int, int, float | None]:
+    """Over 0/1 inputs, for ``neurons`` (rows of an FFN; the bias sits on the constant channel
+    ``one``): the largest |pre-activation| (the sum of a row's |weights|), the largest positive one
+    (its bias plus its positive weights: what a ReLU passes on), and the smallest distance of a
+    pre-activation from the threshold 0 that is not 0 itself: 1 when every weight is an integer
+    (measured: the smallest fractional part's distance otherwise; None without neurons)."""
+    big = pos = 0
+    margin = None
     for n in neurons:
         row = Counter()
         for ch, w in n.inputs:
             row[ch] += w
         row[one] += n.bias
-        best = max(best, sum(abs(w) for w in row.values()))
-    return best
+        big = max(big, sum(abs(w) for w in row.values()))
+        pos = max(pos, row[one] + sum(w for ch, w in row.items() if ch != one and w > 0))
+        for w in list(row.values()) + [n.bias]:
+            frac = abs(w - round(w))
+            m = 1.0 if frac == 0 else frac
+            margin = m if margin is None else min(margin, m)
+    return big, pos, margin
 
 
-def build_report(plan: ModelPlan, nonzero: int | None = None) -> dict:
+def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None = None) -> dict:
     """The report of a model plan as a JSON-able dict (see the module docstring); ``nonzero``: the
-    written weights' non-zero count, where they exist (the plan has none)."""
+    written weights' non-zero count, where they exist (the plan has none); ``design``: the name to
+    show (the DESIGN argument, "module:Class"; the netlist's top module's name otherwise)."""
     netlist, sched, stats = plan.netlist, plan.schedule, plan.stats
     target = sched.target
     cells = {c.name: c for c in netlist.cells}
     layers = []
-    level_counts = Counter(sched.level.values())
-    live = 0
+    live = stats["live_pairs_per_layer"]
     for i in range(target.num_layers):
         groups = Counter(_group(netlist, n, cells[sched.unit_cell[n]])
                          for n, layer in sched.cell_layer.items() if layer == i)
-        bound = _preactivation_bound(plan.neurons[i], plan.layout.one)
-        live += level_counts.get(i, 0)
+        bound, positive, margin = _preactivation_bounds(plan.neurons[i], plan.layout.one)
         layers.append({
             "layer": i, "type": target.layer_types[i],
             "ffn_neurons": stats["neurons_per_layer"][i], "ffn_capacity": target.intermediate_size,
@@ -63,11 +74,11 @@ def build_report(plan: ModelPlan, nonzero: int | None = None) -> dict:
             "memory_reads": sorted(f"{m}.{p}" for (m, p), layer in sched.read_layer.items() if layer == i),
             "cells": len([1 for layer in sched.cell_layer.values() if layer == i]),
             "cells_by_source": dict(sorted(groups.items(), key=lambda kv: (-kv[1], kv[0]))),
-            "live_pairs": live, "max_abs_preactivation": bound,
-            "bf16_exact": bound <= BF16_LIMIT, "smallest_margin": 1,
+            "live_pairs": live[i], "max_abs_preactivation": bound, "max_relu_input": positive,
+            "bf16_exact": positive <= BF16_LIMIT, "smallest_margin": margin,
         })
     return {
-        "design": netlist.top, "layers": target.num_layers, "hidden_size": stats["hidden_size"],
+        "design": design or netlist.top, "layers": target.num_layers, "hidden_size": stats["hidden_size"],
         "intermediate_size": stats["intermediate_size"], "logic_depth": sched.depth,
         "critical_path": [{"level": lvl, "node": what} for what, lvl in sched.critical_path],
         "per_layer": layers,
@@ -93,7 +104,9 @@ def _plot(report: dict) -> bytes:
     ax.legend(loc="upper center")
     ax = axes[1]
     ax.bar(xs, [p["live_pairs"] for p in per], color="tab:orange")
-    ax.set(title="residual bit pairs in use (no reuse yet)", xlabel="layer")
+    ax.axhline(report["totals"]["residual_pairs"], color="k", ls="--", lw=1, label="hidden size / 2")
+    ax.set(title="logic bit pairs in use (reused once dead)", xlabel="layer")
+    ax.legend(loc="upper center")
     ax = axes[2]
     path = report["critical_path"]
     ax.plot([p["level"] for p in path], range(len(path)), "o-", color="tab:red")
@@ -123,8 +136,9 @@ def _write_report_files(report: dict, folder: Path) -> None:
     rows = "".join(
         f"<tr><td>{p['layer']}</td><td>{p['type']}</td><td>{p['ffn_neurons']}/{p['ffn_capacity']}</td>"
         f"<td>{p['deltanet_heads']}/{p['deltanet_capacity']}</td><td>{html.escape(', '.join(p['memory_reads']))}</td>"
-        f"<td>{p['cells']}</td><td>{p['live_pairs']}</td><td>{p['max_abs_preactivation']}"
-        f"{'' if p['bf16_exact'] else ' (over bf16 limit)'}</td>"
+        f"<td>{p['cells']}</td><td>{p['live_pairs']}</td><td>{p['max_relu_input']}"
+        f"{'' if p['bf16_exact'] else ' (over 256: not bfloat16-exact by this bound)'}</td>"
+        f"<td>{p['smallest_margin'] if p['smallest_margin'] is not None else '-'}</td>"
         f"<td>{html.escape('; '.join(f'{k}: {v}' for k, v in list(p['cells_by_source'].items())[:6]))}</td></tr>"
         for p in report["per_layer"])
     path = "".join(f"<li>level {p['level']}: {html.escape(p['node'])}</li>" for p in report["critical_path"])
@@ -138,8 +152,11 @@ logic depth {report['logic_depth']}. {t['parameters']:,} parameters ({nonzero}),
 {t['tokens_per_cycle']} tokens per cycle ({t['generated_tokens_per_cycle']} generated), {t['residual_pairs']} residual bit pairs.</p>
 <img alt="per-layer plots" src="data:image/png;base64,{png}">
 <h2>Per layer</h2><table><tr><th>layer</th><th>type</th><th>FFN neurons</th><th>DeltaNet heads</th><th>memory reads</th>
-<th>cells</th><th>live pairs</th><th>max |pre-activation|</th><th>cells by source</th></tr>{rows}</table>
-<p>Every pre-activation is an integer: the smallest distance of any neuron from its threshold is 1 in every layer.</p>
+<th>cells</th><th>logic pairs in use</th><th>largest ReLU input</th><th>smallest margin</th><th>cells by source</th></tr>{rows}</table>
+<p>Largest ReLU input: a neuron's bias plus its positive weights (its pre-activation cannot exceed it on 0/1 inputs).
+Smallest margin: the smallest distance of a neuron's pre-activation from its threshold, from the weights (1: all integers).
+Both are computed from this plan's neurons; "logic pairs in use" counts the design's bit pairs held in the layer
+(the token, emit and write-port fields come on top: {t['residual_pairs']} pairs in all).</p>
 <h2>Critical path</h2><ol>{path}</ol></body></html>
 """
     (folder / "report.html").write_text(page)

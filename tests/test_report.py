@@ -23,6 +23,15 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
         assert p["ffn_neurons"] == int((gate.abs().sum(dim=1) > 0).sum())
         assert p["max_abs_preactivation"] == int((gate.abs().sum(dim=1) / 128).max().item())
         assert p["max_abs_preactivation"] <= 256 and p["bf16_exact"]
+        # the largest ReLU input: the constant channel's weight (the bias) plus the other positive ones
+        rows = gate / 128
+        one = compiled.plan.layout.one
+        pos = rows[:, one] + rows.clamp(min=0).sum(dim=1) - rows[:, one].clamp(min=0)
+        assert p["max_relu_input"] == (int(pos.max().item()) if p["ffn_neurons"] else 0)
+        assert p["smallest_margin"] == (1.0 if p["ffn_neurons"] else None)
+    # pairs in use per layer: the most held at once, so the largest is what the allocation needed
+    assert max(p["live_pairs"] for p in per) == max(compiled.plan.pairs.values()) + 1
+    assert all(0 < p["live_pairs"] <= report["totals"]["residual_pairs"] for p in per)
     assert report["totals"]["parameters"] == sum(t.numel() for t in compiled.model.parameters())
     # layer 0: 2 input chunks, 2 register chunks and the write port's 2 chunks (gathered there)
     assert per[0]["deltanet_heads"] == 6 and per[1]["memory_reads"] == ["storage.0"]
@@ -36,7 +45,9 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     write_report(build_report(assemble(nl, layers=8).plan, compiled.stats["nonzero"]), b)
     for name in ("report.json", "report.html"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
-    assert json.loads((a / "report.json").read_text())["design"] == "top"
+    assert json.loads((a / "report.json").read_text())["design"] == "top"     # no name given: the netlist's
     assert cli.main(["report", "hdl.examples.counter:Counter", "--out", str(tmp_path / "c"),
                      "--build-dir", str(build_dir)]) == 0
+    assert json.loads((tmp_path / "c" / "report.json").read_text())["design"] == "hdl.examples.counter:Counter"
+    assert "Layer assignment of hdl.examples.counter:Counter" in (tmp_path / "c" / "report.html").read_text()
     assert "<img alt=\"per-layer plots\" src=\"data:image/png;base64," in (tmp_path / "c" / "report.html").read_text()
