@@ -108,7 +108,7 @@ def test_pair_reuse_never_overlaps_live_nets(design, build_dir):
     """Checked apart from the allocator: two nets share a pair only when the first one's last reader
     (an FFN) runs no later than the second one's writer, and the first one's pair is then reset in
     that reader's layer; the emitted nets are never given away."""
-    from netlist2tf.lower import allocate_pairs_reusing
+    from netlist2tf.lower import allocate_pairs_reusing, live_pairs_per_layer
     nl = parse_netlist(synthesize(design, "macro", build_dir).json_text)
     sched = schedule(nl, Target.standalone(layers=40))
     kept = {n for p in nl.outputs for n in p.bits} | {n for r in nl.registers for n in r.d}
@@ -132,3 +132,11 @@ def test_pair_reuse_never_overlaps_live_nets(design, build_dir):
             assert a not in kept, f"emitted net {nl.nets[a]} shares its pair"
             assert max(readers.get(a, [writer[a]])) <= writer[b], (a, b)
             assert reset_at.get(a) == max(readers[a]), f"net {a} is not reset where it is last read"
+    # the pairs in use per layer (the report's), counted here from the same writers and readers: a
+    # net holds its pair from its write until its last reader's FFN, a kept or unread one to the end
+    L = sched.target.num_layers
+    end = {n: (2 * L + 1 if n in kept or n not in readers or max(readers[n]) <= writer[n] else max(readers[n]))
+           for n in pairs}
+    want = [max(sum(1 for n in pairs if writer[n] <= t < end[n]) for t in (2 * i, 2 * i + 1)) for i in range(L)]
+    assert live_pairs_per_layer(nl, sched, kept) == want
+    assert max(want) == len(set(pairs.values()))
