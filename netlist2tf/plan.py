@@ -12,6 +12,7 @@ torch and builds no tensor: ``--check-fit`` and the layer-assignment report read
 scripts all make one and call ``netlist2tf.driver.compile_netlist``).
 """
 
+import re
 from dataclasses import dataclass, field
 
 from .errors import Netlist2TFError
@@ -89,6 +90,7 @@ class HeadPlan:
     write_enable: int | None = None
     clear: int | None = None        # a channel that writes this head's word as all 0 (a folded chunk's)
     lag: int = 0                    # write address and value taken this many tokens back (a tail chunk's)
+    holds: str = ""                 # what it holds, for the report: a chunk's bits, a bank's words
 
 
 @dataclass(frozen=True)
@@ -497,7 +499,8 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     if sched.read_layer != probe.read_layer:
         raise AssertionError("the memory reads moved between the probe and the final schedule")
 
-    heads = _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers)
+    heads = _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
+                        lambda n: str(netlist.nets[n]))
     embedding, lm_head = _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches)
     inits = {f"reg:{r.name}": r.init for r in netlist.registers}
     memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
@@ -546,7 +549,8 @@ def _when(ands, minus, ors, outs) -> list[Neuron]:
     return threshold_gate(ins, w * len(ands) + 1, (plus, neg))
 
 
-def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers):
+def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
+                net_name=str):
     """Every DeltaNet value head: layer 0's, then the memory banks' (in the order the writer fills
     them; key heads numbered per layer as they are taken)."""
     one = layout.one
@@ -557,6 +561,9 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     def P(name, i=0):
         return layout.pair(names[name][i])
 
+    def bits_of(c):       # a register chunk's bits by their signals' names (its own are Yosys's slices)
+        return _bit_names([net_name(n) for n in c.bits] if c.kind == REG else c.names)
+
     def key_head(layer):
         if next_key[layer] >= nk:
             raise AssertionError(f"layer {layer}: more key heads than planned")
@@ -566,14 +573,15 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     # Layer 0: one-chunk value heads, `group` to a key head; each written only by its own token
     # (write enable), in row 0 (inputs, write-port fields) or in the row of the token's parity
     # (registers: the double buffer), read in row 0 / the position's read parity.
-    def layer0(chunks, enable, rows_w, rows_r, outs, clear=lambda k: None, enable_of=lambda k, c: k):
+    def layer0(chunks, enable, rows_w, rows_r, outs, clear=lambda k: None, enable_of=lambda k, c: k, what=""):
         kh = None
         for k, c in enumerate(chunks):
             if k % group == 0:
                 kh = key_head(0)
             heads.append(HeadPlan(0, kh * group + k % group, rows_w, rows_r,
                                   tuple(P("tv", i) for i in range(len(c.bits))), tuple(outs(k, c)),
-                                  P(enable, enable_of(k, c))[0], clear(k)))
+                                  P(enable, enable_of(k, c))[0], clear(k),
+                                  holds=f"{what} {c.kind.upper()} chunk {c.index}: {bits_of(c)}"))
 
     # A folded data chunk's field is cleared by its port's first chunk (written as 0 there), so a
     # frame that skips it commits 0.
@@ -583,11 +591,13 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
         port = folded.get(write_chunks[k])
         return None if port is None else P("we_w", write_chunks.index((MA, port.ma[0])))[0]
 
-    layer0(proto.inputs, "we_in", ((one,),), ((one,),), lambda k, c: [layout.pair(pairs[n]) for n in c.bits])
+    layer0(proto.inputs, "we_in", ((one,),), ((one,),), lambda k, c: [layout.pair(pairs[n]) for n in c.bits],
+           what="input")
     tail = proto.tail_lags()
     layer0([c for c in proto.registers if (REG, c.index) not in tail], "we_reg",
            ((P("regpar", 0)[0],), (P("regpar", 1)[0],)), ((P("rp", 0)[0],), (P("rp", 1)[0],)),
-           lambda k, c: [layout.pair(pairs[n]) for n in c.bits], enable_of=lambda k, c: c.index)
+           lambda k, c: [layout.pair(pairs[n]) for n in c.bits], enable_of=lambda k, c: c.index,
+           what="registers (2 rows: the frame parity),")
     # A tail chunk: one row, written at the frame's last token from the chunk's own token `lag`
     # positions back (its enable and value through the conv), read everywhere; a frame without the
     # chunk writes nothing (the key there is 0), so the row keeps the last value emitted.
@@ -595,9 +605,12 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
         c = proto.registers[j]
         heads.append(HeadPlan(0, key_head(0) * group, ((P("we_tail", t)[0],),), ((one,),),
                               tuple(P("tv", i) for i in range(len(c.bits))),
-                              tuple(layout.pair(pairs[n]) for n in c.bits), None, None, lag))
+                              tuple(layout.pair(pairs[n]) for n in c.bits), None, None, lag,
+                              holds=f"tail group (1 row, written {lag} tokens back) REG chunk {c.index}: "
+                                    f"{bits_of(c)}"))
     layer0([proto.chunks_of(kind)[j] for kind, j in write_chunks], "we_w", ((one,),), ((one,),),
-           lambda k, c: [P(f"wf:{write_chunks[k][0]}:{write_chunks[k][1]}", i) for i in range(len(c.bits))], clear)
+           lambda k, c: [P(f"wf:{write_chunks[k][0]}:{write_chunks[k][1]}", i) for i in range(len(c.bits))], clear,
+           what="write-port field (gathered for the commit),")
 
     def field_pairs(kind, idxs):
         return [P(f"wf:{kind}:{j}", i) for j in idxs for i in range(len(proto.chunks_of(kind)[j].bits))]
@@ -632,8 +645,24 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
                 bits = range(lo, min(lo + piece, mm.width))
                 heads.append(HeadPlan(layer, kh * group + v, tuple(writes), tuple(reads),
                                       tuple(md[i] for i in bits),
-                                      tuple(layout.pair(pairs[rp.data[i]]) for i in bits)))
+                                      tuple(layout.pair(pairs[rp.data[i]]) for i in bits),
+                                      holds=f"{mem} read port {port}: bank {bank} (words {words[0]}-{words[-1]}), "
+                                            f"bits {bits[0]}-{bits[-1]}"))
     return tuple(heads)
+
+
+def _bit_names(names) -> str:
+    """A chunk's bit names, runs of one signal's consecutive bits shortened: "pc_lo[0:4], m_busy"."""
+    out = []                                     # [signal, first bit, last bit] or [name, None, None]
+    for n in names:
+        m = re.fullmatch(r"(.*)\[(\d+)\]", n)
+        if m and out and out[-1][0] == m.group(1) and out[-1][2] == int(m.group(2)) - 1:
+            out[-1][2] += 1
+        elif m:
+            out.append([m.group(1), int(m.group(2)), int(m.group(2))])
+        else:
+            out.append([n, None, None])
+    return ", ".join(s if lo is None else f"{s}[{lo}]" if lo == hi else f"{s}[{lo}:{hi + 1}]" for s, lo, hi in out)
 
 
 def _branch_sets(proto) -> list:

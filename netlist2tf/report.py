@@ -1,6 +1,7 @@
 """The layer-assignment report: where every cell, register and memory went, as JSON and an HTML page.
 
-Per layer: FFN neurons and DeltaNet heads used against capacity, which design cells live there
+Per layer: FFN neurons and DeltaNet heads used against capacity, what each DeltaNet value head holds
+(a register, input or write-port chunk's bits, a memory bank's words and bits), which design cells live there
 (grouped by source location: the Amaranth ``src`` attribute, or for LUTs without one the signal they
 drive), residual channel pressure (the logic's bit pairs in use in the layer, pairs reused once
 their net is dead: the largest sets the hidden size), the largest pre-activation a ReLU can see
@@ -72,6 +73,7 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
             "ffn_neurons": stats["neurons_per_layer"][i], "ffn_capacity": target.intermediate_size,
             "deltanet_heads": stats["deltanet_heads"][i], "deltanet_capacity": target.linear_num_value_heads,
             "memory_reads": sorted(f"{m}.{p}" for (m, p), layer in sched.read_layer.items() if layer == i),
+            "deltanet_value_heads": [{"head": h.head, "holds": h.holds} for h in plan.heads if h.layer == i],
             "cells": len([1 for layer in sched.cell_layer.values() if layer == i]),
             "cells_by_source": dict(sorted(groups.items(), key=lambda kv: (-kv[1], kv[0]))),
             "live_pairs": live[i], "max_abs_preactivation": bound, "max_relu_input": positive,
@@ -142,6 +144,10 @@ def _write_report_files(report: dict, folder: Path) -> None:
         f"<td>{html.escape('; '.join(f'{k}: {v}' for k, v in list(p['cells_by_source'].items())[:6]))}</td></tr>"
         for p in report["per_layer"])
     path = "".join(f"<li>level {p['level']}: {html.escape(p['node'])}</li>" for p in report["critical_path"])
+    heads = "".join(
+        f"<h3>layer {p['layer']}: {len(p['deltanet_value_heads'])} value heads</h3><ul>"
+        + "".join(f"<li>head {h['head']}: {html.escape(h['holds'])}</li>" for h in p["deltanet_value_heads"]) + "</ul>"
+        for p in report["per_layer"] if p["deltanet_value_heads"])
     t = report["totals"]
     nonzero = f"{t['nonzero']:,} non-zero" if t["nonzero"] is not None else "weights not written: no non-zero count"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>netlist2tf report: {html.escape(report['design'])}</title>
@@ -157,6 +163,8 @@ logic depth {report['logic_depth']}. {t['parameters']:,} parameters ({nonzero}),
 Smallest margin: the smallest distance of a neuron's pre-activation from its threshold, from the weights (1: all integers).
 Both are computed from this plan's neurons; "logic pairs in use" counts the design's bit pairs held in the layer
 (the token, emit and write-port fields come on top: {t['residual_pairs']} pairs in all).</p>
+<h2>DeltaNet heads</h2><p>What every configured value head holds (layer 0: the state's chunks and the
+gathered write-port fields; the read layers: one key head per memory bank, its value heads a word's bits).</p>{heads}
 <h2>Critical path</h2><ol>{path}</ol></body></html>
 """
     (folder / "report.html").write_text(page)

@@ -35,6 +35,12 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     assert report["totals"]["parameters"] == sum(t.numel() for t in compiled.model.parameters())
     # layer 0: 2 input chunks, 2 register chunks and the write port's 2 chunks (gathered there)
     assert per[0]["deltanet_heads"] == 6 and per[1]["memory_reads"] == ["storage.0"]
+    # what the heads hold (hand-checked against the FIFO: 2 input, 2 register, 2 write-port chunks in
+    # layer 0; its 16 x 8 storage as one bank read in layer 1)
+    holds = [h["holds"] for h in per[0]["deltanet_value_heads"]]
+    assert len(holds) == 6 and sum(h.startswith("input") for h in holds) == 2
+    assert sum(h.startswith("registers") for h in holds) == 2 and sum(h.startswith("write-port") for h in holds) == 2
+    assert [h["holds"] for h in per[1]["deltanet_value_heads"]][0].startswith("storage read port 0: bank 0 (words 0-")
     assert sum(p["cells"] for p in per) == len(nl.cells)
     levels = [step["level"] for step in report["critical_path"]]
     assert levels == sorted(levels) and levels[-1] == 6
