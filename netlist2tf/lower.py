@@ -111,6 +111,13 @@ def _pair_lifetimes(netlist: Netlist, sched: Schedule, kept: set[int]):
     return order, written, last
 
 
+def _free_time(n: int, written: dict, last: dict, L: int) -> int | None:
+    """When net ``n``'s pair becomes free: its last reader's FFN (2 * layer + 1), or None (never: a
+    kept net, one nothing reads, or one read only by the mixer of the layer that writes it)."""
+    r = last.get(n)
+    return 2 * r + 1 if r is not None and r < L and 2 * r + 1 > written[n] else None
+
+
 def live_pairs_per_layer(netlist: Netlist, sched: Schedule, kept: set[int]) -> list[int]:
     """The logic's residual bit pairs in use in each layer: the most held at once after its mixer
     or after its FFN, by ``allocate_pairs_reusing``'s lifetimes (a net holds its pair from its
@@ -118,8 +125,7 @@ def live_pairs_per_layer(netlist: Netlist, sched: Schedule, kept: set[int]) -> l
     to the end). The largest is the number of pairs that allocation uses (it is optimal)."""
     order, written, last = _pair_lifetimes(netlist, sched, kept)
     L = sched.target.num_layers
-    free = {n: (2 * last[n] + 1 if n in last and last[n] < L and 2 * last[n] + 1 > written[n] else 2 * L + 1)
-            for n in order}
+    free = {n: _free_time(n, written, last, L) or 2 * L + 1 for n in order}
     return [max(sum(1 for n in order if written[n] <= t < free[n]) for t in (2 * i, 2 * i + 1))
             for i in range(L)]
 
@@ -155,9 +161,9 @@ def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) ->
         else:
             pairs[n] = next_pair
             next_pair += 1
-        r = last.get(n)
-        if r is not None and r < L and 2 * r + 1 > t:
-            heapq.heappush(pending, (2 * r + 1, pairs[n], n, r))
+        free = _free_time(n, written, last, L)
+        if free is not None:
+            heapq.heappush(pending, (free, pairs[n], n, last[n]))
     return pairs, resets
 
 

@@ -7,8 +7,8 @@ drive), residual channel pressure (the logic's bit pairs in use in the layer, pa
 their net is dead: the largest sets the hidden size), the largest pre-activation a ReLU can see
 (its bias plus its positive weights: bfloat16 holds every integer up to 256 exactly, so a layer whose
 largest is <= 256 is bfloat16-exact by this bound alone) and the smallest distance of any neuron's
-pre-activation from its threshold (measured from the weights: 1 where every weight and bias is an
-integer, since the inputs are 0/1); the critical path drawn through the layers; totals.
+pre-activation from its threshold (1 where every weight and bias is an integer, checked on the
+weights, since the inputs are 0/1; not given otherwise); the critical path drawn through the layers; totals.
 Deterministic: the same design gives byte-identical files (plots are PNGs without timestamps).
 """
 
@@ -37,10 +37,10 @@ def _preactivation_bounds(neurons, one: int) -> tuple[int, int, float | None]:
     """Over 0/1 inputs, for ``neurons`` (rows of an FFN; the bias sits on the constant channel
     ``one``): the largest |pre-activation| (the sum of a row's |weights|), the largest positive one
     (its bias plus its positive weights: what a ReLU passes on), and the smallest distance of a
-    pre-activation from the threshold 0 that is not 0 itself: 1 when every weight is an integer
-    (measured: the smallest fractional part's distance otherwise; None without neurons)."""
+    pre-activation from its threshold: 1 when every weight is an integer (pre-activations are then
+    integers), None when some weight is not (not measured) or there are no neurons."""
     big = pos = 0
-    margin = None
+    integer = True
     for n in neurons:
         row = Counter()
         for ch, w in n.inputs:
@@ -48,11 +48,8 @@ def _preactivation_bounds(neurons, one: int) -> tuple[int, int, float | None]:
         row[one] += n.bias
         big = max(big, sum(abs(w) for w in row.values()))
         pos = max(pos, row[one] + sum(w for ch, w in row.items() if ch != one and w > 0))
-        for w in list(row.values()) + [n.bias]:
-            frac = abs(w - round(w))
-            m = 1.0 if frac == 0 else frac
-            margin = m if margin is None else min(margin, m)
-    return big, pos, margin
+        integer = integer and all(w == round(w) for w in row.values())
+    return big, pos, (1.0 if integer and neurons else None)
 
 
 def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None = None) -> dict:
@@ -160,7 +157,7 @@ logic depth {report['logic_depth']}. {t['parameters']:,} parameters ({nonzero}),
 <h2>Per layer</h2><table><tr><th>layer</th><th>type</th><th>FFN neurons</th><th>DeltaNet heads</th><th>memory reads</th>
 <th>cells</th><th>logic pairs in use</th><th>largest ReLU input</th><th>smallest margin</th><th>cells by source</th></tr>{rows}</table>
 <p>Largest ReLU input: a neuron's bias plus its positive weights (its pre-activation cannot exceed it on 0/1 inputs).
-Smallest margin: the smallest distance of a neuron's pre-activation from its threshold, from the weights (1: all integers).
+Smallest margin: the smallest distance of a neuron's pre-activation from its threshold: 1 when every weight is an integer (checked on the weights; '-' otherwise).
 Both are computed from this plan's neurons; "logic pairs in use" counts the design's bit pairs held in the layer
 (the token, emit and write-port fields come on top: {t['residual_pairs']} pairs in all).</p>
 <h2>DeltaNet heads</h2><p>What every configured value head holds (layer 0: the state's chunks and the
