@@ -38,7 +38,8 @@ GROUP = 8          # blocks per lookahead group (2**8: the bfloat16-exact range)
 SHIFT_CELLS = ("$shl", "$shr", "$sshl", "$sshr", "$shift", "$shiftx")
 REDUCE_CELLS = ("$reduce_and", "$reduce_or", "$reduce_bool", "$logic_not", "$eq", "$ne")
 MUL_CELLS = ("$mul", "$macc_v2")
-MACRO_CELLS = ("$alu",) + SHIFT_CELLS + REDUCE_CELLS + MUL_CELLS
+DIV_CELLS = ("$div", "$mod", "$divfloor", "$modfloor")     # divider.py
+MACRO_CELLS = ("$alu",) + SHIFT_CELLS + REDUCE_CELLS + MUL_CELLS + DIV_CELLS
 MAX_SHIFT_AMOUNT_BITS = 8
 
 
@@ -586,10 +587,18 @@ def expand_mul(cell: Cell, next_net: int, used: set):
     a column higher than that is refused."""
     products, addends = cell.products_and_addends()
     Y = dict(cell.outputs)["Y"]
-    wanted = [i for i, n in enumerate(Y) if n in used]
     b = _Builder(next_net, cell)
+    macc(b, products, addends, Y, [i for i, n in enumerate(Y) if n in used])
+    return b.functions, b.names, b.next_net
+
+
+def macc(b: _Builder, products, addends, Y, wanted: list[int]) -> None:
+    """The threshold circuit of ``expand_mul`` into ``b``: ``Y``'s bits ``wanted`` (indices) of the
+    sum of ``products`` and ``addends`` (as ``Cell.products_and_addends`` gives them), modulo
+    ``2**len(Y)``. Other macros use it on their own internal nets (the divider's remainder)."""
+    cell = b.cell
     if not wanted:
-        return b.functions, b.names, b.next_net
+        return
     W = max(wanted) + 1
     cols: list[list] = [[] for _ in range(W)]
     const = 0
@@ -638,7 +647,6 @@ def expand_mul(cell: Cell, next_net: int, used: set):
         cols = _reduce_level(b, cols, level)
     rows = [[c[k] if k < len(c) else (CONST0, False) for c in cols] for k in (0, 1)]
     _add(b, rows[0], rows[1], CONST0, {i: Y[i] for i in wanted}, {})
-    return b.functions, b.names, b.next_net
 
 
 def expand(cell: Cell, next_net: int, used: set):
@@ -651,4 +659,7 @@ def expand(cell: Cell, next_net: int, used: set):
         return expand_alu(cell, next_net, used)
     if cell.type in SHIFT_CELLS:
         return expand_shift(cell, next_net, used)
+    if cell.type in DIV_CELLS:
+        from .divider import expand_div
+        return expand_div(cell, next_net, used)
     raise ValueError(f"no macro for {cell.type}")

@@ -334,8 +334,6 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
         if any(rp.clocked for rp in m.read_ports):
             raise Netlist2TFError(f"memory {m.name} has a synchronous read port; compile the lut flow's "
                                   f"netlist (memory_nordff turns it into a register and a read)")
-        if not m.write_ports:
-            raise Netlist2TFError(f"memory {m.name} is read-only; ROMs are not lowered yet")
     if target is not None:
         layers, types = target.num_layers, target.layer_types
         dk, dv = target.linear_key_head_dim, target.linear_value_head_dim
@@ -353,11 +351,11 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
                               f"{4 * chunk_bits} dims, not {dv}")
     mems = {m.name: m for m in netlist.memories}
     if target is None:
-        group = max([1] + [-(-m.width // piece) for m in netlist.memories])
+        group = max([1] + [-(-m.width // piece) for m in netlist.memories if m.write_ports])
     slots = memory_capacity_slots(dk)
     write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
     for m in netlist.memories:
-        if m.read_ports and -(-m.width // piece) > group:
+        if m.read_ports and m.write_ports and -(-m.width // piece) > group:
             raise Netlist2TFError(f"memory {m.name}: {m.width}-bit words need {-(-m.width // piece)} value "
                                   f"heads of {piece} bits per key head, the target groups {group}")
 
@@ -370,7 +368,7 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
             raise Netlist2TFError(f"tail group {next(g.name for g in proto.groups if g.tail)}: "
                                   f"its chunk is {lag} tokens before the frame's end, the DeltaNet conv "
                                   f"reaches {kernel - 1}; give it a dirty bit (a double-buffered held group)")
-    banks = {(m.name, p): len(reachable_banks(m, p, slots)) for m in netlist.memories
+    banks = {(m.name, p): len(reachable_banks(m, p, slots)) for m in netlist.memories if m.write_ports
              for p in range(len(m.read_ports))}
 
     def heads_of(sched) -> list[int]:

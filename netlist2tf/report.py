@@ -26,6 +26,10 @@ from .plan import ModelPlan
 
 
 def _group(netlist: Netlist, name: str, cell) -> str:
+    if cell is None:                       # a ROM read's decoder (rom.py)
+        mem = name[len("memrd:"):].rsplit(":", 1)[0]
+        src = next(m.src for m in netlist.memories if m.name == mem)
+        return re.sub(r"^.*/", "", src.split("|")[0]) if src else f"(no source) ROM {mem}"
     if cell.src:
         return re.sub(r"^.*/", "", cell.src.split("|")[0])
     outs = [str(netlist.nets[n]) for _, sig in cell.outputs for n in sig]
@@ -62,7 +66,7 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
     layers = []
     live = stats["live_pairs_per_layer"]
     for i in range(target.num_layers):
-        groups = Counter(_group(netlist, n, cells[sched.unit_cell[n]])
+        groups = Counter(_group(netlist, sched.unit_cell[n], cells.get(sched.unit_cell[n]))
                          for n, layer in sched.cell_layer.items() if layer == i)
         bound, positive, margin = _preactivation_bounds(plan.neurons[i], plan.layout.one)
         layers.append({

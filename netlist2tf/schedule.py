@@ -36,6 +36,7 @@ from .graph import find_drivers, netlist_graph
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .logic import BitFunction, cell_bit_functions
 from .macros import MACRO_CELLS, expand
+from .rom import expand_rom, rom_shape
 from .target import LINEAR, Target
 from .validate import check_netlist
 
@@ -113,6 +114,17 @@ class Schedule:
     def net_name(self, netlist: Netlist, n: int) -> str:
         return self.net_names[n] if n in self.net_names else str(netlist.nets[n])
 
+    def unit_origin(self, netlist: Netlist, unit: str, cells: dict | None = None) -> tuple[str, str]:
+        """(what made a unit: its cell's type, with ``(macro)`` for a macro's slice, or a ROM read's
+        decoder; its HDL source). ``cells``: {name: cell} of ``netlist``, when the caller has it."""
+        owner = self.unit_cell[unit]
+        if owner.startswith("memrd:"):
+            mem, port = owner[len("memrd:"):].rsplit(":", 1)
+            m = next(m for m in netlist.memories if m.name == mem)
+            return f"ROM read ({rom_shape(m, int(port))} decoder)", m.src
+        c = (cells or {c.name: c for c in netlist.cells})[owner]
+        return c.type + (" (macro)" if c.type in MACRO_CELLS else ""), c.src
+
     def dump(self, netlist: Netlist) -> str:
         """One line per slot, by layer: ``L3 ffn[12] <- $and (src)`` / ``L1 mix <- read mem.0``."""
         lines = [f"schedule: {self.depth} levels on {self.target.num_layers} layers; FFN neurons per "
@@ -125,11 +137,10 @@ class Schedule:
         for name in sorted(self.cell_layer, key=lambda n: (self.cell_layer[n], n)):
             layer = self.cell_layer[name]
             cost = unit_cost(self.functions[name])
-            c = cells[self.unit_cell[name]]
+            kind, src = self.unit_origin(netlist, name, cells)
             by_layer.setdefault(layer, []).append(
-                f"L{layer} ffn[{offsets[layer]}:{offsets[layer] + cost}] <- {c.type} {name}"
-                + (" (macro)" if c.type in MACRO_CELLS else "")
-                + (f" @ {c.src}" if c.src else ""))
+                f"L{layer} ffn[{offsets[layer]}:{offsets[layer] + cost}] <- {kind} {name}"
+                + (f" @ {src}" if src else ""))
             offsets[layer] += cost
         for layer in sorted(by_layer):
             lines += by_layer[layer]
@@ -248,22 +259,28 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
     producer: dict[int, BitFunction] = {}      # net -> the plain-cell bit function computing it
     next_net = len(netlist.nets)
     comb = g.subgraph(n for n, d in g.nodes(data=True) if d.get(N.COMBINATIONAL))
+
+    def place_in_slices(fns, names, node, owner):
+        """A macro's (or a ROM read's) functions: each in the first layer where its inputs are
+        ready, one unit ``OWNER@LAYER`` per layer they span."""
+        net_names.update(names)
+        for f in fns:
+            deepest = max(f.support, key=net_level, default=None)
+            layer = net_level(deepest) if deepest is not None else 0
+            unit = f"{owner}@{layer}"
+            functions.setdefault(unit, []).append(f)
+            cell_layer[unit] = layer
+            unit_cell[unit] = owner
+            level[f.out] = layer + 1
+            why[f.out] = (node, deepest)
+
     for node in nx.lexicographical_topological_sort(comb):
         data = g.nodes[node]
         if data[N.KIND] == N.NODE_CELL and data[N.OBJ].type in MACRO_CELLS:
             # A macro: each threshold function goes to the first layer where its inputs are ready.
             cell = data[N.OBJ]
             fns, names, next_net = expand(cell, next_net, used)
-            net_names.update(names)
-            for f in fns:
-                deepest = max(f.support, key=net_level, default=None)
-                layer = net_level(deepest) if deepest is not None else 0
-                unit = f"{cell.name}@{layer}"
-                functions.setdefault(unit, []).append(f)
-                cell_layer[unit] = layer
-                unit_cell[unit] = cell.name
-                level[f.out] = layer + 1
-                why[f.out] = (node, deepest)
+            place_in_slices(fns, names, node, cell.name)
             continue
         if data[N.KIND] == N.NODE_CELL:
             cell = data[N.OBJ]
@@ -283,6 +300,10 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
                 deepest = max(f.support, key=net_level, default=None)
                 level[f.out] = layer + 1
                 why[f.out] = (node, deepest)
+        elif not data[N.OBJ][0].write_ports:
+            # A ROM's read: a function of the address (rom.py), placed like a macro's functions.
+            fns, names, next_net = expand_rom(*data[N.OBJ], next_net)
+            place_in_slices(fns, names, node, node)
         else:  # asynchronous memory read
             mem, port = data[N.OBJ]
             rp = mem.read_ports[port]

@@ -70,7 +70,10 @@ LUT_FLOW = tuple(step for cmd in GATE_FLOW
 _KEEP = ("t:$alu t:$shl t:$shr %u t:$sshl %u t:$sshr %u t:$shift %u t:$shiftx %u "
          "r:B_WIDTH>=2 %i r:B_WIDTH<=8 %i %u "
          "t:$reduce_and t:$reduce_or %u t:$reduce_bool %u t:$logic_not %u t:$eq %u t:$ne %u "
-         "r:A_WIDTH>=6 %i %u t:$mul %u t:$macc_v2 %u %n")
+         "r:A_WIDTH>=6 %i %u t:$mul %u t:$macc_v2 %u "
+         "t:$div t:$mod %u t:$divfloor %u t:$modfloor %u r:A_WIDTH<=8 %i "
+         "t:$div t:$mod %u t:$divfloor %u t:$modfloor %u r:A_WIDTH=9 %i r:A_SIGNED=1 %i r:B_SIGNED=1 %i %u "
+         "%u %n")
 MACRO_FLOW = tuple(step for cmd in LUT_FLOW
                    for step in ((f"techmap {_KEEP}",) * 2 if cmd == "techmap" else (cmd,)))
 
