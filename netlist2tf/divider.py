@@ -37,10 +37,14 @@ from .macros import DIV_CELLS, Step, ThresholdFunction, _Builder, macc  # noqa: 
 MAX_DIVIDEND_BITS = 8            # unsigned; 9 when both operands are signed
 
 
+def _signed(cell: Cell) -> bool:
+    """Signed arithmetic: only when both operands are (Yosys's rule)."""
+    return bool(cell.param("A_SIGNED", 0)) and bool(cell.param("B_SIGNED", 0))
+
+
 def fits(cell: Cell) -> bool:
     """Whether the macro takes ``cell`` (the selection yosys.MACRO_FLOW keeps word-level)."""
-    signed = bool(cell.param("A_SIGNED", 0)) and bool(cell.param("B_SIGNED", 0))
-    return int(cell.param("A_WIDTH")) <= MAX_DIVIDEND_BITS + signed
+    return int(cell.param("A_WIDTH")) <= MAX_DIVIDEND_BITS + _signed(cell)
 
 
 def _value_terms(sig, signed: bool) -> tuple[dict, int]:
@@ -99,7 +103,7 @@ def _bit(x: int, i: int) -> int:
 def quotient_steps(cell: Cell) -> tuple[list[tuple[int, list[Step], int]], int, int]:
     """``([(u, the steps of th_(Qmin+u), its delta)...], Qmin, Qmax)``: ``th_t = [Q >= t]`` for
     every divisor but 0, where it is ``[A >= delta]``."""
-    signed = bool(cell.param("A_SIGNED", 0)) and bool(cell.param("B_SIGNED", 0))
+    signed = _signed(cell)
     floor = cell.type in ("$divfloor", "$modfloor")
     A, B = cell.port("A"), cell.port("B")
     (ca, ka), (cb, kb) = _value_terms(A, signed), _value_terms(B, signed)
@@ -148,7 +152,7 @@ def _zero_fix(cell: Cell, const: int, d0: int, d1: int) -> list[Step]:
     """Steps that cancel, at ``B = 0``, an output bit's sum ``const + d0 * [A >= 0] + d1 * [A >= 1]``
     (what its thermometer steps add up to there: every ``th_t`` is then ``[A >= delta_t]``, the
     positive case's inequality, which is not a thermometer code, so the sum is not a quotient's bit)."""
-    signed = bool(cell.param("A_SIGNED", 0)) and bool(cell.param("B_SIGNED", 0))
+    signed = _signed(cell)
     ca, ka = _value_terms(cell.port("A"), signed)
     cb, kb = _value_terms(cell.port("B"), signed)
     if kb:
@@ -169,6 +173,11 @@ def expand_div(cell: Cell, next_net: int, used: set) -> tuple[list[ThresholdFunc
     wanted = [i for i, n in enumerate(Y) if n in used]
     if not wanted:
         return b.functions, b.names, b.next_net
+    if not fits(cell):
+        raise UnsupportedDesignError([Problem(f"cell {cell.name} ({cell.type})", cell.src,
+                                              f"a {cell.param('A_WIDTH')}-bit dividend; the divider macro takes "
+                                              f"{MAX_DIVIDEND_BITS} bits ({MAX_DIVIDEND_BITS + 1} signed): "
+                                              f"synthesize with the macro flow, which lowers wider ones to logic")])
     thermo, qmin, qmax = quotient_steps(cell)
 
     def quotient_bit(i: int, out: int) -> int:
@@ -192,7 +201,7 @@ def expand_div(cell: Cell, next_net: int, used: set) -> tuple[list[ThresholdFunc
         for i in wanted:
             quotient_bit(i, Y[i])
         return b.functions, b.names, b.next_net
-    signed = bool(cell.param("A_SIGNED", 0)) and bool(cell.param("B_SIGNED", 0))
+    signed = _signed(cell)
     qbits = max(1, max(abs(qmin), abs(qmax)).bit_length() + signed)
     Q = [quotient_bit(i, b.new_net(f"q[{i}]")) for i in range(min(qbits, len(Y)))]
     A, B = list(cell.port("A")), cell.port("B")

@@ -51,8 +51,8 @@ def rom_words(mem: Memory, port: int) -> tuple[list[int], list[int]]:
 
 def rom_shape(mem: Memory, port: int) -> str:
     """``flat`` or ``split`` (see the module docstring), what ``expand_rom`` builds for the port."""
-    var, _ = rom_words(mem, port)
-    return "flat" if (1 << len(var)) <= FLAT_MAX_WORDS else "split"
+    k = sum(n not in (CONST0, CONST1, CONSTX) for n in mem.read_ports[port].addr)
+    return "flat" if (1 << k) <= FLAT_MAX_WORDS else "split"
 
 
 def _minterm(b: _Builder, lits, value: int):
