@@ -5,11 +5,14 @@ tokens per cycle, parameters and non-zeros, and the teacher-forced verification 
 the macro model checked against the netlist simulator). Prints a table; asserts nothing.
 
     .venv/bin/python bench/compile_figures.py [--designs counter,alu] [--cycles 20] [--no-lut]
-    .venv/bin/python bench/compile_figures.py --macros     # the arithmetic macros alone, 1 s
+    .venv/bin/python bench/compile_figures.py --macros     # the arithmetic macros alone, ~2 min
 
-``--macros`` prints, per arithmetic macro (adder, multipliers, multiply-add) and width 4, 8, 16, 32,
-the threshold circuit's depth (FFN levels) and neurons (each level's equal neurons merged, as the
-compiler lowers them), built straight from ``netlist2tf.macros`` on a one-cell netlist.
+``--macros`` prints, per arithmetic macro (adder, multipliers, multiply-add, the dividers: quotient and
+remainder, truncated and floored, unsigned and signed) and width 4, 8, 16, 32, the threshold
+circuit's depth (FFN levels) and neurons (each level's equal neurons merged, as the compiler lowers
+them), built straight from ``netlist2tf.macros`` / ``netlist2tf.divider`` on a one-cell netlist; a
+divider wider than the divider macro takes (8 bits, 9 signed) is Yosys's logic, synthesized by the
+compiler's macro6 flow and scheduled, and is marked "LUT logic".
 """
 
 import argparse
@@ -19,7 +22,8 @@ import torch
 
 from netlist2tf.driver import compile_netlist
 from netlist2tf.ir import Cell
-from netlist2tf.macros import expand
+from netlist2tf.divider import fits as divider_fits
+from netlist2tf.macros import DIV_CELLS, expand
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
 from netlist2tf.plan import CompileSettings, standalone_layer_types
@@ -29,7 +33,12 @@ from netlist2tf.verify import verify_teacher_forced
 
 DESIGNS = {"counter": "hdl.examples.counter:Counter", "lfsr": "hdl.examples.lfsr:LFSR",
            "multiplier": "hdl.examples.multiplier:PipelinedMultiplier", "fifo": "hdl.examples.fifo:FIFO",
-           "regfile": "hdl.examples.regfile:RegisterFile", "alu": "hdl.examples.alu:ALU"}
+           "regfile": "hdl.examples.regfile:RegisterFile", "alu": "hdl.examples.alu:ALU",
+           # issue 22's constructs: ROMs, several write ports, per-bit enables
+           "rom16x8": "tests/designs/constructs.py:Rom16x8", "rom1024x16": "tests/designs/constructs.py:Rom1024x16",
+           "caserom": "tests/designs/constructs.py:CaseRom", "twowrite": "tests/designs/unusual.py:TwoWritePorts",
+           "threewrite": "tests/designs/constructs.py:ThreeWritePorts",
+           "byteenable": "tests/designs/constructs.py:ByteEnableRam"}
 
 
 def compile_at_depth(design: str, flow: str):
@@ -73,15 +82,63 @@ def macro_table() -> None:
                                     ("B_WIDTH", w), ("Y_WIDTH", yw)), (("A", a), ("B", b)), (("Y", y),), ""), \
             3 + 2 * w + yw
 
+    def div(kind, w, signed):
+        a, b, y = (tuple(range(3 + k * w, 3 + (k + 1) * w)) for k in range(3))
+        return Cell(kind, kind, (("A_SIGNED", int(signed)), ("A_WIDTH", w), ("B_SIGNED", int(signed)),
+                                 ("B_WIDTH", w), ("Y_WIDTH", w)), (("A", a), ("B", b)), (("Y", y),), ""), 3 + 3 * w
+
+    def figures(kind, w, signed):
+        if kind in DIV_CELLS:
+            c = div(kind, w, signed)
+            if divider_fits(c[0]):
+                return macro_figures(*c)
+            return lut_figures(kind, w, signed)
+        return macro_figures(*cell(kind, w, signed))
+
     kinds = [("adder a + b (w + 1 bits)", "add", False), ("multiplier w x w -> 2w", "mul", False),
              ("signed multiplier w x w -> 2w", "mul", True), ("multiplier w x w -> w (low half)", "mul-low", False),
-             ("multiply-add a * b + c -> 2w", "mac", False)]
+             ("multiply-add a * b + c -> 2w", "mac", False),
+             ("quotient a / b ($div)", "$div", False), ("signed quotient ($div)", "$div", True),
+             ("remainder a % b ($mod)", "$mod", False), ("signed remainder ($mod)", "$mod", True),
+             ("floored signed quotient ($divfloor)", "$divfloor", True),
+             ("floored signed remainder ($modfloor)", "$modfloor", True)]
     widths = (4, 8, 16, 32)
     print("| macro | " + " | ".join(f"w = {w}: levels, neurons" for w in widths) + " |")
     print("| --- |" + " ---: |" * len(widths))
     for title, kind, signed in kinds:
-        figures = [macro_figures(*cell(kind, w, signed)) for w in widths]
-        print(f"| {title} | " + " | ".join(f"{d}, {n:,}" for d, n in figures) + " |", flush=True)
+        got = [figures(kind, w, signed) for w in widths]
+        print(f"| {title} | " + " | ".join(f"{f[0]}, {f[1]:,}" + (" (LUT logic)" if len(f) > 2 else "")
+                                          for f in got) + " |", flush=True)
+    print("\n(LUT logic: no macro at that width; Yosys's divider mapped to 6-input LUTs by the macro6 flow, "
+          "scheduled on an unbounded target)")
+
+
+def lut_figures(kind: str, w: int, signed: bool) -> tuple[int, int, str]:
+    """(depth, neurons, "lut") of a one-operator Verilog module through the compiler's CPU flow
+    (macro6), scheduled on an unbounded target."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if kind in ("$divfloor", "$modfloor"):      # Amaranth's // and % floor (Python's semantics)
+            src = Path(tmp) / "d.py"
+            shape = f"{'signed' if signed else 'unsigned'}({w})"
+            src.write_text("from amaranth import Module, signed, unsigned\nfrom amaranth.lib import wiring\n"
+                           "from amaranth.lib.wiring import In, Out\n\n\nclass D(wiring.Component):\n"
+                           f"    a: In({shape})\n    b: In({shape})\n    y: Out({w})\n\n"
+                           "    def elaborate(self, platform):\n        m = Module()\n"
+                           f"        m.d.comb += self.y.eq(self.a {'//' if kind == '$divfloor' else '%'} self.b)\n"
+                           "        return m\n")
+            design = f"{src}:D"
+        else:                                       # Verilog's / and % truncate: $div, $mod
+            sign = "signed " if signed else ""
+            src = Path(tmp) / "d.v"
+            src.write_text(f"module d(input {sign}[{w - 1}:0] a, input {sign}[{w - 1}:0] b, output [{w - 1}:0] y);\n"
+                           f"  assign y = a {'/' if kind == '$div' else '%'} b;\nendmodule\n")
+            design = str(src)
+        nl = parse_netlist(synthesize(design, "macro6", Path(tmp) / "build").json_text)
+    sched = schedule(nl, Target(1 << 30, 1 << 30, standalone_layer_types(1024), 1, 1, 64, 64, 1, 1, 16, name="probe"))
+    return sched.depth, sum(sched.neurons), "lut"
 
 
 def main():

@@ -171,13 +171,9 @@ def model_protocol(netlist):
 
 
 def _build_checkpoint(ram_size, build_dir, log) -> Path:
-    from netlist2tf.driver import compile_netlist
-    from netlist2tf.emit import emit_checkpoint
     from netlist2tf.frontend import synthesize
-    from netlist2tf.ir import parse_netlist
-    from netlist2tf.report import build_report, write_report
-
     from netlist2tf.hardware import drop_kernel_notes
+    from netlist2tf.outputs import cache_lock
 
     drop_kernel_notes()
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -187,8 +183,32 @@ def _build_checkpoint(ram_size, build_dir, log) -> Path:
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + b"\0" +
                          result.json_text.encode() + b"\0" + compiler_digest().encode()).hexdigest()[:16]
     folder = default_build_dir(build_dir) / "cpu-model" / key
-    if (folder / "compile.json").is_file() and (folder / "report" / "report.html").is_file():
+    if _complete(folder):
         return folder
+    # another process may be building the same checkpoint: wait for it, then use what it built
+    lock = folder.parent / f".{key}.lock"
+    with cache_lock(lock, wait=False) as free:
+        if free:
+            return _compile_into(folder, key, ram_size, result, compile_settings, settings, log)
+    log(f"another process is compiling the CPU into {folder}: waiting for it (a few minutes)")
+    with cache_lock(lock):
+        if _complete(folder):
+            return folder
+        return _compile_into(folder, key, ram_size, result, compile_settings, settings, log)
+
+
+def _complete(folder: Path) -> bool:
+    return (folder / "compile.json").is_file() and (folder / "report" / "report.html").is_file()
+
+
+def _compile_into(folder, key, ram_size, result, compile_settings, settings, log) -> Path:
+    if _complete(folder):                # finished by another process since we last looked
+        return folder
+    from netlist2tf.driver import compile_netlist
+    from netlist2tf.emit import emit_checkpoint
+    from netlist2tf.ir import parse_netlist
+    from netlist2tf.report import build_report, write_report
+
     evict_stale(folder.parent, key, settings["design"])
     log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}; about 2-3 minutes on one "
         f"core, five steps) ...")
@@ -216,9 +236,15 @@ def _build_checkpoint(ram_size, build_dir, log) -> Path:
 def evict_stale(cache: Path, key: str, design: str):
     """Delete the cached checkpoints of ``design`` other than ``key`` (stale: an older netlist,
     compiler or settings; 2 GB and more each), and unreadable ones; keep other designs' (another
-    RAM size) and emit's temporary folders."""
-    for old in Path(cache).glob("*"):
-        if old.is_dir() and len(old.name) == 16 and old.name != key:
+    RAM size), emit's temporary folders and any another process is building (its lock held)."""
+    from netlist2tf.outputs import cache_lock
+
+    for old in sorted(Path(cache).glob("*")):
+        if not (old.is_dir() and len(old.name) == 16 and old.name != key):
+            continue
+        with cache_lock(Path(cache) / f".{old.name}.lock", wait=False) as free:
+            if not free:                # another process is building it right now
+                continue
             try:
                 cached = json.loads((old / "compile.json").read_text())["settings"]["design"]
             except (OSError, ValueError, KeyError, TypeError):

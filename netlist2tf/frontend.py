@@ -34,8 +34,12 @@ from pathlib import Path
 from .errors import DesignElaborationError, DesignNotFoundError
 from .yosys import flow_script, run_yosys, yosys_version
 
-#: Bumped when the cache layout or the meaning of a cached file changes.
-CACHE_FORMAT = 1
+#: Bumped when the cache layout or the meaning of a cached file changes (2: the compile flows'
+#: memories of several write ports or per-bit enables split, ``multiport.py``).
+CACHE_FORMAT = 2
+#: The flows whose netlist the compiler takes: their memories are rewritten to one whole-word write
+#: port each (``multiport.split_write_ports``) before the netlist is cached.
+COMPILE_FLOWS = ("lut", "macro", "macro6")
 _HDL_SUFFIXES = {".il": "read_rtlil", ".v": "read_verilog", ".sv": "read_verilog -sv"}
 
 
@@ -241,6 +245,9 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike | N
               f"discarded, running Yosys again", file=sys.stderr)
         json_path.unlink(missing_ok=True)
     text = run_yosys(read_cmds, inputs, script, display_names=shown)
+    if flow in COMPILE_FLOWS:
+        from .multiport import split_write_ports
+        text = split_write_ports(text)
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Write-then-rename: an interrupted run never leaves a half-written cache entry behind.
     tmp = json_path.with_suffix(f".tmp{os.getpid()}")

@@ -15,6 +15,7 @@ Every file and folder a command writes goes through here:
   0700/0600 of ``tempfile``: a checkpoint is meant to be shared.
 """
 
+import fcntl
 import json
 import os
 import shutil
@@ -242,6 +243,26 @@ def write_folder(folder, write, force: bool = False) -> Path:
         os.replace(tmp, folder)
     shutil.rmtree(old, ignore_errors=True)
     return folder
+
+
+@contextmanager
+def cache_lock(path, wait: bool = True):
+    """An exclusive lock on the file ``path`` (created empty, kept) for the block: two processes
+    filling the same cache entry (two test workers, two ``cpu run`` commands) take turns instead of
+    one replacing the folder the other is still writing. With ``wait=False`` it yields False at once
+    when another process holds the lock."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)            # closing the descriptor releases the lock
 
 
 def recover(folder) -> None:

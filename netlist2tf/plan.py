@@ -15,7 +15,7 @@ scripts all make one and call ``netlist2tf.driver.compile_netlist``).
 import re
 from dataclasses import dataclass, field
 
-from .errors import Netlist2TFError
+from .errors import Netlist2TFError, UnsupportedDesignError
 from .gadgets.ffn_threshold import Neuron, threshold_gate
 from .gadgets.layout import ResidualLayout
 from .graph import keep_outputs
@@ -24,6 +24,7 @@ from .lower import allocate_pairs_reusing, live_pairs_per_layer, lower_logic, re
 from .protocol import IN, MA, MD, REG, GroupSpec, TraceProtocol
 from .schedule import Schedule, ScheduleError, schedule
 from .target import FULL, LINEAR, Target
+from .validate import Problem
 
 
 @dataclass(frozen=True)
@@ -219,6 +220,32 @@ def resolve_groups(netlist: Netlist, gated=(), gated_writes=(), held=(), folded_
     return tuple(specs)
 
 
+def memory_problems(netlist: Netlist) -> list[Problem]:
+    """Every memory the model cannot hold as it is, each with its HDL source and the rewrite that
+    compiles. The compile flows' netlists (lut, macro, macro6) never show the first two: Yosys's
+    ``memory_nordff`` makes synchronous reads registers and ``multiport.split_write_ports``
+    rewrites several write ports and per-bit enables."""
+    problems = []
+    for m in netlist.memories:
+        if any(rp.clocked for rp in m.read_ports):
+            problems.append(Problem(f"memory {m.name} (a synchronous read port)", m.src,
+                                    "the model reads memories asynchronously: compile the netlist of a "
+                                    "compile flow (`--flow macro`: memory_nordff moves the read's register "
+                                    "out of the memory), or register the address instead of the data"))
+        if len(m.write_ports) > 1 or (m.write_ports and len(set(m.write_ports[0].enable)) != 1):
+            what = f"{len(m.write_ports)} write ports" if len(m.write_ports) > 1 else "per-bit write enables"
+            problems.append(Problem(f"memory {m.name} ({what})", m.src,
+                                    "the model writes whole words through one port per memory; the compile "
+                                    "flows (lut, macro, macro6) rewrite such a memory into that form "
+                                    "(netlist2tf/multiport.py): give the netlist of one of them "
+                                    "(`netlist2tf synth DESIGN --flow macro`)"))
+        if m.offset:
+            problems.append(Problem(f"memory {m.name} (addresses from {m.offset})", m.src,
+                                    f"the model addresses words from 0: declare the memory from address 0 "
+                                    f"and subtract {m.offset} from its addresses in the design"))
+    return problems
+
+
 def trace_protocol(netlist: Netlist, settings: CompileSettings) -> TraceProtocol:
     """The trace protocol of ``netlist`` (already only the kept outputs) under ``settings``: what
     ``plan_model`` lays the model out for and what a checkpoint's ``trace_protocol.json`` must equal."""
@@ -329,11 +356,10 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     chunk_bits, target = s.chunk_bits, s.target
     if s.outputs is not None:
         netlist = keep_outputs(netlist, s.outputs)
+    problems = memory_problems(netlist)
+    if problems:
+        raise UnsupportedDesignError(problems)
     proto = trace_protocol(netlist, s)
-    for m in netlist.memories:
-        if any(rp.clocked for rp in m.read_ports):
-            raise Netlist2TFError(f"memory {m.name} has a synchronous read port; compile the lut flow's "
-                                  f"netlist (memory_nordff turns it into a register and a read)")
     if target is not None:
         layers, types = target.num_layers, target.layer_types
         dk, dv = target.linear_key_head_dim, target.linear_value_head_dim
@@ -356,8 +382,12 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
     for m in netlist.memories:
         if m.read_ports and m.write_ports and -(-m.width // piece) > group:
-            raise Netlist2TFError(f"memory {m.name}: {m.width}-bit words need {-(-m.width // piece)} value "
-                                  f"heads of {piece} bits per key head, the target groups {group}")
+            raise UnsupportedDesignError([Problem(
+                f"memory {m.name} ({m.width}-bit words)", m.src,
+                f"a word needs {-(-m.width // piece)} DeltaNet value heads of {piece} bits under one key "
+                f"head and the target groups {group}: split the memory into memories of at most "
+                f"{group * piece}-bit words (the same addresses), or use a target with more value heads "
+                f"per key head")])
 
     # a tail group's chunks: one key head each (its own write lag), written from the token `lag`
     # positions before the frame's last one, which the conv kernel must reach

@@ -277,15 +277,16 @@ class TraceProtocol:
         # the largest memory last (typically the one a program image fills): its prompt groups then
         # end on the commit token by themselves
         for m in sorted(netlist.memories, key=lambda m: (m.size * m.width, m.name)):
-            if len(m.write_ports) > 1:
-                raise Netlist2TFError(f"memory {m.name} has {len(m.write_ports)} write ports; the "
-                                      f"compiler takes one write port per memory")
+            if len(m.write_ports) > 1 or (m.write_ports and len(set(m.write_ports[0].enable)) != 1):
+                what = (f"has {len(m.write_ports)} write ports" if len(m.write_ports) > 1 else
+                        "has per-bit write enables")
+                raise Netlist2TFError(f"memory {m.name} {what}; the model writes whole words through one "
+                                      f"port per memory, and the compile flows (lut, macro, macro6) rewrite "
+                                      f"such a memory into that form (netlist2tf/multiport.py): give the "
+                                      f"netlist of one of them (`netlist2tf synth DESIGN --flow macro`)")
             if not m.write_ports:
                 continue
             wp = m.write_ports[0]
-            if len(set(wp.enable)) != 1:
-                raise Netlist2TFError(f"memory {m.name}: per-bit write enables are not supported by "
-                                      f"the compiler; write whole words (merge the bytes in the design)")
             if m.offset:
                 raise Netlist2TFError(f"memory {m.name} starts at address {m.offset}, not 0")
             # a folded port's last address chunk is filled up with the word's low bits (packed), so

@@ -82,6 +82,7 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
         })
     return {
         "design": design or netlist.top, "layers": target.num_layers, "hidden_size": stats["hidden_size"],
+        "memories": memory_lowering(plan),
         "intermediate_size": stats["intermediate_size"], "logic_depth": sched.depth,
         "critical_path": [{"level": lvl, "node": what} for what, lvl in sched.critical_path],
         "per_layer": layers,
@@ -90,6 +91,50 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
                    "generated_tokens_per_cycle": stats["generated_tokens_per_cycle"],
                    "vocab_size": stats["vocab_size"], "residual_pairs": plan.layout.n_pairs},
     }
+
+
+def memory_lowering(plan: ModelPlan) -> list[dict]:
+    """How each memory of the design became part of the model, and why: a read-only memory's read
+    ports as FFN decoders (``rom.py``: flat or split, the layers and neurons measured from the
+    schedule), a written one as DeltaNet banks (per read port: layer, key heads), an XOR bank of a
+    memory with several write ports (``multiport.py``) named with its origin."""
+    from .plan import memory_capacity_slots, reachable_banks
+    from .rom import FLAT_MAX_WORDS, rom_shape, rom_words
+    from .schedule import unit_cost
+
+    sched = plan.schedule
+    slots = memory_capacity_slots(sched.target.linear_key_head_dim)
+    out = []
+    for m in plan.netlist.memories:
+        entry = {"memory": m.name, "words": m.size, "width": m.width, "src": m.src,
+                 "write_ports": len(m.write_ports), "read_ports": []}
+        bank = re.fullmatch(r"(.*)\$bank(\d+)", m.name)
+        if bank:
+            entry["origin"] = (f"XOR bank {bank.group(2)} of memory {bank.group(1)}, which has several write "
+                               f"ports (multiport.py): written by its port {bank.group(2)} alone, read as "
+                               f"the XOR of the banks")
+        for port in range(len(m.read_ports)):
+            if not m.write_ports:
+                shape = rom_shape(m, port)
+                units = [u for u in sched.cell_layer if sched.unit_cell[u] == f"memrd:{m.name}:{port}"]
+                n = len(rom_words(m, port)[1])
+                why = (f"{n} addressable words <= {FLAT_MAX_WORDS:,}: one decoder ReLU per word in one layer"
+                       if shape == "flat" else
+                       f"{n} addressable words > {FLAT_MAX_WORDS:,}: two half-address decoders, then the words")
+                entry["read_ports"].append({
+                    "port": port, "lowered_as": f"FFN decoder ({shape})",
+                    "layers": sorted({sched.cell_layer[u] for u in units}),
+                    "neurons": sum(unit_cost(sched.functions[u]) for u in units),
+                    "why": why + "; a read-only memory needs no state, so no DeltaNet heads and no tokens"})
+            elif (m.name, port) in sched.read_layer:
+                banks = len(reachable_banks(m, port, slots))
+                entry["read_ports"].append({
+                    "port": port, "lowered_as": "DeltaNet banks", "layers": [sched.read_layer[(m.name, port)]],
+                    "key_heads": banks,
+                    "why": f"written memory: {banks} bank(s) of {slots} words, each a key head whose value heads "
+                           f"hold the words' bits, written at the frame's last token"})
+        out.append(entry)
+    return out
 
 
 def _plot(report: dict) -> bytes:
@@ -149,6 +194,14 @@ def _write_report_files(report: dict, folder: Path) -> None:
         f"<h3>layer {p['layer']}: {len(p['deltanet_value_heads'])} value heads</h3><ul>"
         + "".join(f"<li>head {h['head']}: {html.escape(h['holds'])}</li>" for h in p["deltanet_value_heads"]) + "</ul>"
         for p in report["per_layer"] if p["deltanet_value_heads"])
+    mems = "".join(
+        f"<tr><td>{html.escape(m['memory'])}</td><td>{m['words']} x {m['width']}</td><td>{m['write_ports']}</td>"
+        f"<td>{html.escape(m.get('origin', ''))}</td><td>{html.escape(m['src'])}</td><td><ul>"
+        + "".join(f"<li>read port {r['port']}: {html.escape(r['lowered_as'])} in layer(s) "
+                  f"{', '.join(map(str, r['layers']))}: {html.escape(r['why'])}</li>" for r in m["read_ports"])
+        + "</ul></td></tr>" for m in report["memories"])
+    mems = (f"<h2>Memories</h2><table><tr><th>memory</th><th>words x bits</th><th>write ports</th><th>origin</th>"
+            f"<th>source</th><th>how its reads are computed, and why</th></tr>{mems}</table>") if mems else ""
     t = report["totals"]
     nonzero = f"{t['nonzero']:,} non-zero" if t["nonzero"] is not None else "weights not written: no non-zero count"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>netlist2tf report: {html.escape(report['design'])}</title>
@@ -160,6 +213,7 @@ logic depth {report['logic_depth']}. {t['parameters']:,} parameters ({nonzero}),
 <img alt="per-layer plots" src="data:image/png;base64,{png}">
 <h2>Per layer</h2><table><tr><th>layer</th><th>type</th><th>FFN neurons</th><th>DeltaNet heads</th><th>memory reads</th>
 <th>cells</th><th>logic pairs in use</th><th>largest ReLU input</th><th>smallest margin</th><th>cells by source</th></tr>{rows}</table>
+{mems}
 <p>Largest ReLU input: a neuron's bias plus its positive weights (its pre-activation cannot exceed it on 0/1 inputs).
 Smallest margin: the smallest distance of a neuron's pre-activation from its threshold: 1 when every weight is an integer (checked on the weights; '-' otherwise).
 Both are computed from this plan's neurons; "logic pairs in use" counts the design's bit pairs held in the layer

@@ -76,11 +76,15 @@ def _compile(design, build_dir, layers, tmp_path):
                            tmp_path / design), compiled
 
 
-@pytest.mark.parametrize("design, layers, split", [("Rom16x8", 4, False), ("Rom1024x16", 4, False),
-                                                    ("Rom1024x16", 4, True), ("CaseRom", 3, False)])
+# the 1,024-word ROM's models take 2-3 minutes each on 2 cores: slow; the default suite splits the
+# 16-word ROM's decoder instead (FLAT_MAX_WORDS below its size) to run the split layout on a model
+@pytest.mark.parametrize("design, layers, split", [
+    ("Rom16x8", 4, False), ("Rom16x8", 4, True), ("CaseRom", 3, False),
+    pytest.param("Rom1024x16", 4, False, marks=pytest.mark.slow),
+    pytest.param("Rom1024x16", 4, True, marks=pytest.mark.slow)])
 def test_rom_models_teacher_forced(design, layers, split, build_dir, tmp_path, monkeypatch):
     if split:
-        monkeypatch.setattr(rom, "FLAT_MAX_WORDS", 64)
+        monkeypatch.setattr(rom, "FLAT_MAX_WORDS", 4 if design == "Rom16x8" else 64)
     folder, compiled = _compile(design, build_dir, layers, tmp_path)
     sched = compiled.plan.schedule
     units = [u for u in sched.cell_layer if sched.unit_cell[u].startswith("memrd:")]
@@ -94,3 +98,21 @@ def test_rom_models_teacher_forced(design, layers, split, build_dir, tmp_path, m
                                              meta["initial_memory"], window=512)
         assert div is None, str(div)
         assert checked == 1000 * 4 * len(protocol.generated)
+
+
+def test_alu_fits_11_layers(build_dir):
+    """The example ALU (every Amaranth operator, 8-bit division and remainder signed and unsigned)
+    plans into 11 layers: its dividers are one-layer macros (divider.py), not Yosys's subtract-and-
+    compare chains (19 layers before them). Compiled and run on the model: the slow
+    tests/test_compile_e2e.py::test_alu_in_11_layers_teacher_forced."""
+    from netlist2tf.macros import DIV_CELLS
+    from netlist2tf.plan import CompileSettings, plan_model
+    nl = parse_netlist(synthesize("hdl.examples.alu:ALU", "macro", build_dir).json_text)
+    dividers = [c for c in nl.cells if c.type in DIV_CELLS]
+    assert len(dividers) >= 4
+    plan = plan_model(nl, CompileSettings(layers=11))
+    assert plan.stats["depth"] <= 10
+    sched = plan.schedule
+    for c in dividers:                  # each divider's quotient in one layer (its remainder after)
+        layers = {sched.cell_layer[u] for u in sched.cell_layer if sched.unit_cell[u] == c.name}
+        assert layers and len(layers) <= 5, (c.name, layers)

@@ -19,7 +19,7 @@ from netlist2tf.ir import parse_netlist
 from netlist2tf.verify import expected_tokens
 
 # every example design at its fewest layers (as tests/test_compile_e2e.py compiles them); the ALU
-# (34 layers, 183 M parameters) is a slow case
+# (11 layers, 331 M parameters) is a slow case
 DESIGNS = [("hdl.examples.counter:Counter", 4), ("hdl.examples.lfsr:LFSR", 4),
            ("hdl.examples.multiplier:PipelinedMultiplier", 8), ("hdl.examples.fifo:FIFO", 7),
            ("hdl.examples.regfile:RegisterFile", 3)]
@@ -67,7 +67,7 @@ def test_every_layer_equals_stock_on_the_example_designs(design, layers, dtype, 
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_every_layer_equals_stock_on_the_alu(dtype, compiled):
-    folder = compiled("hdl.examples.alu:ALU", 34)
+    folder = compiled("hdl.examples.alu:ALU", 11)
     report = compare_with_stock(FastModel(folder, dtype), load_checkpoint(folder, dtype)[0], _trace(folder, 30, 1))
     assert report.mismatches == [], report.mismatches[:5]
 

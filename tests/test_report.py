@@ -57,3 +57,28 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     assert json.loads((tmp_path / "c" / "report.json").read_text())["design"] == "hdl.examples.counter:Counter"
     assert "Layer assignment of hdl.examples.counter:Counter" in (tmp_path / "c" / "report.html").read_text()
     assert "<img alt=\"per-layer plots\" src=\"data:image/png;base64," in (tmp_path / "c" / "report.html").read_text()
+
+
+def test_report_says_how_each_memory_was_lowered(build_dir):
+    """A ROM's read ports: FFN decoders, flat up to rom.FLAT_MAX_WORDS words, with the neurons the
+    decoder really has (one per word plus the constant-word fix-ups: at least 16 for 16 words, no
+    DeltaNet head); a memory of three write ports: three XOR banks, each named with its origin and
+    read through DeltaNet banks in the layer the schedule put the read."""
+    from netlist2tf.plan import CompileSettings, plan_model
+    from pathlib import Path
+    designs = Path(__file__).parent / "designs"
+    plan = plan_model(parse_netlist(synthesize(f"{designs}/constructs.py:Rom16x8", "macro", build_dir).json_text),
+                      CompileSettings(layers=4))
+    (rom,) = build_report(plan)["memories"]
+    assert rom["write_ports"] == 0 and rom["src"].endswith("constructs.py:29")   # the Memory(...) line
+    (port,) = rom["read_ports"]
+    assert port["lowered_as"] == "FFN decoder (flat)" and port["layers"] == [0] and 16 <= port["neurons"] <= 17
+    assert plan.stats["deltanet_heads"][1:] == [0] * 3          # no head reads it
+    plan = plan_model(parse_netlist(synthesize(f"{designs}/constructs.py:ThreeWritePorts", "macro",
+                                               build_dir).json_text), CompileSettings(layers=11))
+    mems = build_report(plan)["memories"]
+    assert [m["memory"] for m in mems] == ["mem$bank0", "mem$bank1", "mem$bank2"]
+    for q, m in enumerate(mems):
+        assert m["origin"].startswith(f"XOR bank {q} of memory mem") and m["write_ports"] == 1
+        for r in m["read_ports"]:
+            assert r["lowered_as"] == "DeltaNet banks" and r["layers"] == [plan.schedule.read_layer[(m["memory"], r["port"])]]

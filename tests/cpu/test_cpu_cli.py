@@ -236,3 +236,56 @@ def test_checkpoint_cache_keeps_one_per_ram_size(tmp_path):
     evict_stale(tmp_path, new.name, small)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([new.name, other.name, tmp.name])
     assert not stale.exists() and not broken.exists()
+
+
+def test_two_builders_of_one_checkpoint_take_turns(monkeypatch, tmp_path):
+    """Two processes asking for the CPU checkpoint at once (two test workers, two ``cpu run``):
+    while one holds the key's lock the other waits, says so, and then uses the folder the first
+    finished instead of compiling it again over the first one's half-written report (the race that
+    broke a CI run); a stale entry whose lock is held is not evicted."""
+    import threading
+    import time
+
+    from cpu import model_engine
+    from netlist2tf.outputs import cache_lock
+
+    compiled = []
+
+    def compile_into(folder, *a):
+        compiled.append(folder)
+        return folder
+    monkeypatch.setattr(model_engine, "_compile_into", compile_into)
+    monkeypatch.setattr(model_engine, "_BUILT", {})
+    said = []
+    key_folder = {}
+
+    def ask():
+        key_folder["got"] = model_engine.build_checkpoint(build_dir=tmp_path, log=said.append)
+
+    # the key is only known inside build_checkpoint: learn it from a first call, then undo it
+    ask()
+    folder = compiled.pop()
+    monkeypatch.setattr(model_engine, "_BUILT", {})
+    lock = folder.parent / f".{folder.name}.lock"
+    with cache_lock(lock):
+        waiter = threading.Thread(target=ask)
+        waiter.start()
+        t0 = time.monotonic()
+        while not any("another process is compiling the CPU" in m for m in said) and time.monotonic() - t0 < 60:
+            time.sleep(0.01)
+        waiter.join(0.5)
+        assert waiter.is_alive() and not compiled, "it compiled while another process held the lock"
+        assert any("waiting for it" in m for m in said)
+        (folder / "report").mkdir(parents=True)          # the other process finishes the entry
+        (folder / "compile.json").write_text("{}")
+        (folder / "report" / "report.html").write_text("")
+    waiter.join(60)
+    assert not waiter.is_alive() and key_folder["got"] == folder and compiled == []
+
+    stale = folder.parent / "0123456789abcdef"
+    stale.mkdir()
+    with cache_lock(folder.parent / ".0123456789abcdef.lock"):
+        model_engine.evict_stale(folder.parent, folder.name, model_engine.core_design(model_engine.MODEL_RAM_SIZE))
+        assert stale.exists()
+    model_engine.evict_stale(folder.parent, folder.name, model_engine.core_design(model_engine.MODEL_RAM_SIZE))
+    assert not stale.exists()
