@@ -93,9 +93,10 @@ def write_weights(plan: ModelPlan) -> Compiled:
 
 
 def assemble(netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64, target=None,
-             check_only: bool = False, outputs=None, gated=(), gated_writes=()):
+             check_only: bool = False, outputs=None, gated=(), gated_writes=(), roms: str = "auto"):
     """Plan ``netlist`` with these settings (``CompileSettings``) and write its weights; with
     ``check_only`` return the fit (``ModelPlan.fit``) without writing any. No gating proof: the
     driver (``netlist2tf.driver.compile_netlist``) makes it."""
-    plan = plan_model(netlist, CompileSettings(layers, chunk_bits, head_dim, target, outputs, gated, gated_writes))
+    plan = plan_model(netlist, CompileSettings(layers, chunk_bits, head_dim, target, outputs, gated, gated_writes,
+                                               roms=roms))
     return plan.fit() if check_only else write_weights(plan)

@@ -214,7 +214,7 @@ def _settings(args, target):
     folded = tuple(n.strip() for n in (args.folded_writes or "").split(",") if n.strip())
     return CompileSettings(layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim, target=target,
                            outputs=_kept(args), gated=_gated(args), gated_writes=writes, held=_held(args),
-                           folded_writes=folded)
+                           folded_writes=folded, roms=args.roms)
 
 
 def cmd_compile(args) -> int:
@@ -242,6 +242,13 @@ def cmd_compile(args) -> int:
     print(f"  DeltaNet heads per layer {s['deltanet_heads']}, vocabulary {s['vocab_size']}, {s['tokens_per_cycle']} "
           f"tokens per cycle ({s['generated_tokens_per_cycle']} generated), {s['parameters']:,} parameters, "
           f"{s['nonzero']:,} non-zero", file=sys.stderr)
+    if s.get("roms"):
+        rec = s["roms"]
+        ways = ", ".join(f"{w} {rec[f'{w}_parameters']:,}" if f"{w}_parameters" in rec else f"{w} does not fit"
+                         for w in ("ffn", "deltanet"))
+        print(f"  read-only memories {', '.join(rec['memories'])}: "
+              f"{'DeltaNet banks preloaded by the prompt' if rec['chosen'] == 'deltanet' else 'FFN decoders'} "
+              f"(--roms auto, parameters: {ways})", file=sys.stderr)
     return 0
 
 
@@ -430,6 +437,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--gated-writes", metavar="MEMORY,...",
                        help="emit these memories' write tokens only in cycles where their port writes "
                             "(the frame then ends on a register token; docs/COMPILER.md 2)")
+        p.add_argument("--roms", choices=("auto", "ffn", "deltanet"), default="auto",
+                       help="read-only memories as FFN decoders (ffn), as DeltaNet banks the prompt "
+                            "preloads (deltanet: no neurons, a longer prompt), or whichever gives fewer "
+                            "parameters (auto, the default: planned both ways); the report says which")
         p.add_argument("--folded-writes", metavar="MEMORY,...",
                        help="emit these memories' write data only up to the word's highest non-zero "
                             "chunk: a skipped chunk is written as 0 (exact by construction, no proof; "

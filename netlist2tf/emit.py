@@ -79,6 +79,7 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
         names = token_names(compiled.protocol, netlist)    # the initial state as a stock user types it
         held = compiled.plan.settings.held if compiled.plan is not None else ()
         folded = compiled.plan.settings.folded_writes if compiled.plan is not None else ()
+        preloaded = (compiled.plan.settings.preloaded_roms or ()) if compiled.plan is not None else ()
         prompt = compiled.protocol.initial_tokens(compiled.initial_registers, compiled.initial_memory)
         (tmp / "prompt.txt").write_text(" ".join(names[t] for t in prompt) + "\n")
         meta = {"format": FORMAT, "chunk_bits": compiled.protocol.chunk_bits,
@@ -90,6 +91,7 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
                 "gated": [[g, list(m)] for g, m in compiled.gated], "gated_writes": list(compiled.gated_writes),
                 **({"held": [[g, d, list(m)] for g, d, m in held]} if held else {}),
                 **({"folded_writes": list(folded)} if folded else {}),
+                **({"preloaded_roms": list(preloaded)} if preloaded else {}),
                 "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
@@ -122,7 +124,8 @@ def trace_side(folder, meta: dict, sealed=SEALED):
         derived = trace_protocol(netlist, CompileSettings(chunk_bits=meta["chunk_bits"], gated=meta["gated"],
                                                           gated_writes=meta["gated_writes"],
                                                           held=meta.get("held", ()),
-                                                          folded_writes=meta.get("folded_writes", ())))
+                                                          folded_writes=meta.get("folded_writes", ()),
+                                                          preloaded_roms=meta.get("preloaded_roms", ())))
     except (KeyError, TypeError, ValueError) as exc:
         raise Netlist2TFError(f"{folder}/compile.json lacks or garbles {exc}; write the checkpoint again")
     if derived != protocol:

@@ -13,7 +13,7 @@ scripts all make one and call ``netlist2tf.driver.compile_netlist``).
 """
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .errors import Netlist2TFError, UnsupportedDesignError
 from .gadgets.ffn_threshold import Neuron, threshold_gate
@@ -22,9 +22,13 @@ from .graph import keep_outputs
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .lower import allocate_pairs_reusing, live_pairs_per_layer, lower_logic, reset_neurons
 from .protocol import IN, MA, MD, REG, GroupSpec, TraceProtocol
+from .rom import preload
 from .schedule import Schedule, ScheduleError, schedule
 from .target import FULL, LINEAR, Target
 from .validate import Problem
+
+
+ROM_CHOICES = ("auto", "ffn", "deltanet")
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,10 @@ class CompileSettings:
     for one cycle; at most one); ``folded_writes``:
     memories whose port's data chunks after the first are emitted only up to the word's highest
     non-zero chunk (protocol.py "fold": exact by construction). A single (GATE, (REGISTER, ...)) is
-    taken as one group."""
+    taken as one group. ``roms``: how read-only memories are held: ``ffn`` (decoders, rom.py),
+    ``deltanet`` (DeltaNet banks preloaded by the prompt, ``rom.preload``) or ``auto`` (the model
+    with fewer parameters, planned both ways); ``preloaded_roms``: the ROMs held in DeltaNet banks,
+    as ``plan_model`` resolved ``roms`` (None: not resolved yet)."""
     layers: int = 11
     chunk_bits: int = 8
     head_dim: int = 64
@@ -54,8 +61,14 @@ class CompileSettings:
     gated_writes: tuple[str, ...] = ()
     held: tuple = ()
     folded_writes: tuple[str, ...] = ()
+    roms: str = "auto"
+    preloaded_roms: tuple[str, ...] | None = None
 
     def __post_init__(self):
+        if self.roms not in ROM_CHOICES:
+            raise Netlist2TFError(f"roms {self.roms!r}: choose one of {', '.join(ROM_CHOICES)}")
+        if self.preloaded_roms is not None:
+            object.__setattr__(self, "preloaded_roms", tuple(self.preloaded_roms))
         if self.outputs is not None:
             object.__setattr__(self, "outputs", tuple(self.outputs))
         gated = self.gated or ()
@@ -74,6 +87,8 @@ class CompileSettings:
                 "gated": [[g, list(m)] for g, m in self.gated], "gated_writes": list(self.gated_writes),
                 **({"held": [[g, d, list(m)] for g, d, m in self.held]} if self.held else {}),
                 **({"folded_writes": list(self.folded_writes)} if self.folded_writes else {}),
+                "roms": self.roms,
+                **({"preloaded_roms": list(self.preloaded_roms)} if self.preloaded_roms else {}),
                 **({"target": {"name": self.target.name, "source": self.target.source}} if self.target else {})}
 
 
@@ -248,9 +263,13 @@ def memory_problems(netlist: Netlist) -> list[Problem]:
 
 def trace_protocol(netlist: Netlist, settings: CompileSettings) -> TraceProtocol:
     """The trace protocol of ``netlist`` (already only the kept outputs) under ``settings``: what
-    ``plan_model`` lays the model out for and what a checkpoint's ``trace_protocol.json`` must equal."""
+    ``plan_model`` lays the model out for and what a checkpoint's ``trace_protocol.json`` must equal.
+    A preloaded ROM (``rom.preload``) has its never-enabled write port, gated by its enable."""
+    pre = tuple(settings.preloaded_roms or ())
+    netlist = preload(netlist, pre)
+    writes = tuple(settings.gated_writes) + tuple(n for n in pre if n not in settings.gated_writes)
     return TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, settings.chunk_bits,
-                                      resolve_groups(netlist, settings.gated, settings.gated_writes,
+                                      resolve_groups(netlist, settings.gated, writes,
                                                      settings.held, settings.folded_writes))
 
 
@@ -351,14 +370,41 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     full-attention layers whose weights are all zero), DeltaNet key heads of ``head_dim`` slots and
     value heads of one chunk (``4 * chunk_bits`` dims). With a target the model uses exactly its
     per-layer shapes, or the error lists every number that does not fit.
+    Read-only memories are held as ``settings.roms`` says; under ``auto`` the design is planned
+    with every ROM as FFN decoders and with every ROM preloaded into DeltaNet banks, and the plan
+    with fewer parameters is kept (the one that fits, if only one does; FFN on a tie: no prompt to
+    write), its ``stats["roms"]`` saying what each way cost.
     Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
-    s = settings
-    chunk_bits, target = s.chunk_bits, s.target
-    if s.outputs is not None:
-        netlist = keep_outputs(netlist, s.outputs)
+    if settings.outputs is not None:
+        netlist = keep_outputs(netlist, settings.outputs)
     problems = memory_problems(netlist)
     if problems:
         raise UnsupportedDesignError(problems)
+    roms = tuple(m.name for m in netlist.memories if not m.write_ports)
+    if settings.preloaded_roms is not None:
+        return _plan_model(netlist, settings)
+    if not roms or settings.roms != "auto":
+        return _plan_model(netlist, replace(settings, preloaded_roms=roms if settings.roms == "deltanet" else ()))
+    plans, failed = {}, {}
+    for way, names in (("ffn", ()), ("deltanet", roms)):
+        try:
+            plans[way] = _plan_model(netlist, replace(settings, preloaded_roms=names))
+        except (ScheduleError, Netlist2TFError) as exc:
+            failed[way] = exc
+    if not plans:
+        raise failed["ffn"]
+    way = min(plans, key=lambda w: (plans[w].stats["parameters"], w != "ffn"))
+    plans[way].stats["roms"] = {
+        "chosen": way, "memories": list(roms),
+        **{f"{w}_parameters": p.stats["parameters"] for w, p in plans.items()},
+        **{f"{w}_failed": " ".join(str(exc).split()) for w, exc in failed.items()}}
+    return plans[way]
+
+
+def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
+    """``plan_model`` with ``s.preloaded_roms`` resolved."""
+    chunk_bits, target = s.chunk_bits, s.target
+    netlist = preload(netlist, s.preloaded_roms)
     proto = trace_protocol(netlist, s)
     if target is not None:
         layers, types = target.num_layers, target.layer_types
@@ -495,7 +541,10 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
         for (chunk_kind, conds) in cands:
             br = P("emitbr", slot)[0]
             slot += 1
-            ands, minus, ors = _condition_terms(proto, layout, pairs, conds)
+            terms = _condition_terms(proto, layout, pairs, conds)
+            if terms is None:                     # a candidate that is never emitted
+                continue
+            ands, minus, ors = terms
             chunk = proto.chunks_of(chunk_kind[0])[chunk_kind[1]]
             for i, net in enumerate(chunk.bits):
                 net, ev = (d_of_q[net] if chunk_kind[0] == REG else net), P("ev", i)
@@ -533,15 +582,18 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     inits = {f"reg:{r.name}": r.init for r in netlist.registers}
     memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
     memory = {k: v for k, v in memory.items() if v}
+    possible = [g.gate not in (CONST0, CONSTX) for g in proto.groups]
     stats = {"layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
              "neurons_per_layer": [len(n) for n in neurons], "live_pairs_per_layer": live_pairs,
              "deltanet_heads": [h * group for h in key_heads], "deltanet_key_heads": key_heads,
              "layer_types": list(types), "linear_key_head_dim": dk, "linear_value_head_dim": dv,
-             "tokens_per_cycle": proto.tokens_per_cycle, "generated_tokens_per_cycle":
-             len(proto.generated), "generated_tokens_per_cycle_gate_off": len(proto.frame_kinds(False)),
+             # at most: every group that can be on (a preloaded ROM's port, gated by a constant 0, never is)
+             "tokens_per_cycle": len(proto.inputs) + len(proto.frame_kinds(possible)),
+             "generated_tokens_per_cycle": len(proto.frame_kinds(possible)),
+             "generated_tokens_per_cycle_gate_off": len(proto.frame_kinds(False)),
              "vocab_size": proto.vocab_size, "parameters": dense_parameters(target, proto.vocab_size),
              "depth": sched.depth}
-    return ModelPlan(settings, netlist, proto, sched, target, layout, pairs, names,
+    return ModelPlan(s, netlist, proto, sched, target, layout, pairs, names,
                      tuple(tuple(n) for n in neurons), heads, tuple(key_heads), embedding, lm_head,
                      needed, inits, memory, stats)
 
@@ -558,6 +610,11 @@ def _condition_terms(proto, layout, pairs, conds):
                 ors = bits
             else:
                 minus += bits
+        elif proto.groups[g].gate in (CONST0, CONSTX, CONST1):
+            # a constant gate (a preloaded ROM's write port is never enabled): the condition always
+            # or never holds
+            if on != (proto.groups[g].gate == CONST1):
+                return None
         else:
             ands.append(layout.pair(pairs[proto.groups[g].gate])[0 if on else 1])
     return tuple(ands), tuple(minus), ors

@@ -104,6 +104,14 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
 
     sched = plan.schedule
     slots = memory_capacity_slots(sched.target.linear_key_head_dim)
+    preloaded = set(plan.settings.preloaded_roms or ())
+    choice = plan.stats.get("roms")
+    if choice:                      # roms=auto: both ways planned, the one with fewer parameters kept
+        ways = "; ".join(f"{w}: {choice[f'{w}_parameters']:,} parameters" if f"{w}_parameters" in choice
+                         else f"{w}: does not fit ({choice[f'{w}_failed']})" for w in ("ffn", "deltanet"))
+        chosen = f" (--roms auto, every ROM planned both ways: {ways})"
+    else:
+        chosen = f" (--roms {plan.settings.roms})"
     out = []
     for m in plan.netlist.memories:
         entry = {"memory": m.name, "words": m.size, "width": m.width, "src": m.src,
@@ -113,8 +121,20 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
             entry["origin"] = (f"XOR bank {bank.group(2)} of memory {bank.group(1)}, which has several write "
                                f"ports (multiport.py): written by its port {bank.group(2)} alone, read as "
                                f"the XOR of the banks")
+        if m.name in preloaded:
+            entry["write_ports"] = 0
+            entry["origin"] = "read-only memory, preloaded into DeltaNet banks by the prompt" + chosen
         for port in range(len(m.read_ports)):
-            if not m.write_ports:
+            if m.name in preloaded and (m.name, port) in sched.read_layer:
+                banks = len(reachable_banks(m, port, slots))
+                words = len(plan.initial_memory.get(m.name, {}))
+                entry["read_ports"].append({
+                    "port": port, "lowered_as": "DeltaNet banks preloaded by the prompt",
+                    "layers": [sched.read_layer[(m.name, port)]], "key_heads": banks,
+                    "why": f"{banks} bank(s) of {slots} words, each a key head whose value heads hold the "
+                           f"words' bits; the prompt writes its {words} non-zero words through a port that "
+                           f"no frame emits (0 tokens per cycle, no FFN neurons)" + chosen})
+            elif not m.write_ports:
                 shape = rom_shape(m, port)
                 units = [u for u in sched.cell_layer if sched.unit_cell[u] == f"memrd:{m.name}:{port}"]
                 n = len(rom_words(m, port)[1])
@@ -125,7 +145,8 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
                     "port": port, "lowered_as": f"FFN decoder ({shape})",
                     "layers": sorted({sched.cell_layer[u] for u in units}),
                     "neurons": sum(unit_cost(sched.functions[u]) for u in units),
-                    "why": why + "; a read-only memory needs no state, so no DeltaNet heads and no tokens"})
+                    "why": why + "; a read-only memory needs no state, so no DeltaNet heads and no tokens"
+                           + chosen})
             elif (m.name, port) in sched.read_layer:
                 banks = len(reachable_banks(m, port, slots))
                 entry["read_ports"].append({

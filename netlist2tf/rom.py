@@ -105,3 +105,42 @@ def expand_rom(mem: Memory, port: int, next_net: int) -> tuple[list[ThresholdFun
 def _negated(s: Step) -> Step:
     """The step ``s`` subtracted instead of added."""
     return Step(s.terms, s.theta, -s.sign)
+
+
+def preload(netlist, names):
+    """``netlist`` with each read-only memory of ``names`` given a write port that is never enabled
+    (address, data and enable all constant 0): the model then holds the ROM as a written memory,
+    DeltaNet banks read in one layer, whose words the prompt writes through that port's group (the
+    initial contents, as for a RAM) and which no frame emits (the group is gated by its constant-0
+    enable: 0 tokens per cycle). No FFN neurons; the prompt grows by a port group per non-zero word.
+    Memories that already have a write port are left as they are, so applying it twice is the same
+    as once. The simulator runs the netlist as synthesized: the port never writes."""
+    from dataclasses import replace
+
+    from .errors import UnsupportedDesignError
+    from .ir import WritePort
+    from .validate import Problem
+
+    names = set(names)
+    if not names:
+        return netlist
+    known = {m.name for m in netlist.memories if not m.write_ports}
+    clocks = sorted({r.clock for r in netlist.registers})
+    mems = []
+    for m in netlist.memories:
+        if m.name in names and not m.write_ports:
+            if not clocks:
+                raise UnsupportedDesignError([Problem(
+                    f"read-only memory {m.name}", m.src,
+                    "a ROM preloaded into DeltaNet heads is written by the prompt through a clocked port, "
+                    "and this design has no clock: compile it with --roms ffn")])
+            m = replace(m, write_ports=(WritePort(addr=(CONST0,) * m.abits, data=(CONST0,) * m.width,
+                                                  enable=(CONST0,) * m.width, clocked=True,
+                                                  clock=clocks[0], priority_over=()),))
+        mems.append(m)
+    missing = names - known - {m.name for m in netlist.memories}
+    if missing:
+        from .errors import Netlist2TFError
+        raise Netlist2TFError(f"preloaded ROMs: {', '.join(sorted(missing))} not a memory of {netlist.top} "
+                              f"(read-only memories: {', '.join(sorted(known)) or 'none'})")
+    return replace(netlist, memories=tuple(mems))

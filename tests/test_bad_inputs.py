@@ -104,6 +104,9 @@ CASES = [
     # 1. data loss: outputs never replace what the user made
     Case("compile-five-write-ports", ["compile", f"{DESIGNS}/constructs.py:FiveWritePorts", "--check-fit"],
          "memory mem (5 write ports) at ", lines=2),
+    Case("compile-clockless-rom-preloaded", ["compile", f"{DESIGNS}/constructs.py:CaseRom", "--roms", "deltanet",
+                                             "--check-fit"], "--roms ffn", lines=2),
+    Case("compile-roms-banana", ["compile", "hdl.examples.counter:Counter", "--roms", "banana"], "--roms"),
     Case("compile-out-user-folder", ["compile", "hdl.examples.counter:Counter", "--layers", "4", "--out", "{tmp}/mine"],
          "holds files netlist2tf did not write", _user_folder, after=_keeps_user_folder),
     Case("compile-out-is-a-file", ["compile", "hdl.examples.counter:Counter", "--out", "{tmp}/notes.txt"],

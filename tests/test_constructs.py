@@ -69,9 +69,9 @@ def test_decoders_equal_the_table(flat_max, build_dir, monkeypatch):
                 assert word == (table[a] if a < len(table) else 0), (design, shape, a)
 
 
-def _compile(design, build_dir, layers, tmp_path):
+def _compile(design, build_dir, layers, tmp_path, roms="auto"):
     nl = _netlist(design, build_dir)
-    compiled = assemble(nl, layers=layers)
+    compiled = assemble(nl, layers=layers, roms=roms)
     return emit_checkpoint(compiled, synthesize(f"{DESIGNS}/constructs.py:{design}", "macro", build_dir).json_text,
                            tmp_path / design), compiled
 
@@ -98,6 +98,62 @@ def test_rom_models_teacher_forced(design, layers, split, build_dir, tmp_path, m
                                              meta["initial_memory"], window=512)
         assert div is None, str(div)
         assert checked == 1000 * 4 * len(protocol.generated)
+
+
+@pytest.mark.parametrize("design, layers, cycles", [
+    ("Rom16x8", 4, 300), pytest.param("Rom1024x16", 4, 1000, marks=pytest.mark.slow)])
+def test_preloaded_rom_models_teacher_forced(design, layers, cycles, build_dir, tmp_path):
+    """``--roms deltanet``: the ROM is held in DeltaNet banks that the prompt writes (its initial
+    words, through a port no frame emits): no FFN decoder, each read port one DeltaNet read, no
+    write tokens in any frame (the tokens checked per cycle are the gate-off frame's), and the
+    model equal to the simulator in both dtypes."""
+    folder, compiled = _compile(design, build_dir, layers, tmp_path, roms="deltanet")
+    plan = compiled.plan
+    sched = plan.schedule
+    assert plan.settings.preloaded_roms == ("rom",)
+    assert not [u for u in sched.cell_layer if sched.unit_cell[u].startswith("memrd:")], "an FFN decoder was built"
+    nports = len(_netlist(design, build_dir).memories[0].read_ports)
+    assert sorted(p for (m, p) in sched.read_layer if m == "rom") == list(range(nports))
+    per_cycle = compiled.stats["generated_tokens_per_cycle"]
+    assert per_cycle == len(plan.protocol.frame_kinds(False)) < len(plan.protocol.generated)
+    table = {"Rom16x8": _table_of(16, 8, 1), "Rom1024x16": _table_of(1024, 16, 7)}[design]
+    assert plan.initial_memory["rom"] == {a: w for a, w in enumerate(table) if w}    # what the prompt writes
+    for dtype in (torch.float32, torch.bfloat16):
+        model, protocol, netlist, inits, meta = load_checkpoint(folder, dtype)
+        div, checked = verify_teacher_forced(model, protocol, netlist, inits, cycles, 4, 0,
+                                             meta["initial_memory"], window=512)
+        assert div is None, str(div)
+        assert checked == cycles * 4 * per_cycle
+
+
+def _table_of(n, width, seed):
+    from tests.designs.constructs import _table
+    return _table(n, width, seed)
+
+
+def test_roms_auto_keeps_the_plan_with_fewer_parameters(build_dir):
+    """``--roms auto`` plans both ways and keeps the smaller model: for the 1,024 x 16 table at 4
+    layers the two flat decoders (2,048 neurons in one layer) against 32 preloaded banks and the
+    longer vocabulary of a write port's tokens; the figures it records are those of the two plans
+    made on their own. A design without a clock cannot be preloaded: auto falls back to FFN, and
+    ``deltanet`` asked for is one error naming the ROM and the fix."""
+    from netlist2tf.errors import UnsupportedDesignError
+    from netlist2tf.plan import CompileSettings, plan_model
+    nl = _netlist("Rom1024x16", build_dir)
+    ways = {w: plan_model(nl, CompileSettings(layers=4, roms=w)) for w in ("auto", "ffn", "deltanet")}
+    assert ways["ffn"].settings.preloaded_roms == () and ways["deltanet"].settings.preloaded_roms == ("rom",)
+    rec = ways["auto"].stats["roms"]
+    assert rec["ffn_parameters"] == ways["ffn"].stats["parameters"]
+    assert rec["deltanet_parameters"] == ways["deltanet"].stats["parameters"]
+    best = min(("ffn", "deltanet"), key=lambda w: ways[w].stats["parameters"])
+    assert rec["chosen"] == best and ways["auto"].stats["parameters"] == ways[best].stats["parameters"]
+    assert ways["auto"].settings.preloaded_roms == ways[best].settings.preloaded_roms
+    case = _netlist("CaseRom", build_dir)
+    auto = plan_model(case, CompileSettings(layers=3))
+    assert auto.stats["roms"]["chosen"] == "ffn" and "no clock" in auto.stats["roms"]["deltanet_failed"]
+    with pytest.raises(UnsupportedDesignError) as err:
+        plan_model(case, CompileSettings(layers=3, roms="deltanet"))
+    assert "read-only memory" in str(err.value) and "--roms ffn" in str(err.value)
 
 
 def test_alu_fits_11_layers(build_dir):

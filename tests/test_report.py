@@ -82,3 +82,29 @@ def test_report_says_how_each_memory_was_lowered(build_dir):
         assert m["origin"].startswith(f"XOR bank {q} of memory mem") and m["write_ports"] == 1
         for r in m["read_ports"]:
             assert r["lowered_as"] == "DeltaNet banks" and r["layers"] == [plan.schedule.read_layer[(m["memory"], r["port"])]]
+
+
+def test_report_says_which_way_a_rom_was_held_and_why(build_dir):
+    """``--roms auto`` (the default) plans a ROM both ways and the report gives both parameter counts
+    with the choice; ``--roms deltanet`` reports the preloaded banks (16 words: one bank, one key
+    head) and the non-zero words the prompt writes (counted from the table Amaranth was given)."""
+    from pathlib import Path
+
+    from netlist2tf.plan import CompileSettings, plan_model
+    from tests.designs.constructs import _table
+    designs = Path(__file__).parent / "designs"
+    nl = parse_netlist(synthesize(f"{designs}/constructs.py:Rom16x8", "macro", build_dir).json_text)
+    auto = plan_model(nl, CompileSettings(layers=4))
+    (port,) = build_report(auto)["memories"][0]["read_ports"]
+    rec = auto.stats["roms"]
+    assert f"ffn: {rec['ffn_parameters']:,} parameters" in port["why"]
+    assert f"deltanet: {rec['deltanet_parameters']:,} parameters" in port["why"]
+    assert port["lowered_as"] == ("FFN decoder (flat)" if rec["chosen"] == "ffn" else "DeltaNet banks preloaded by the prompt")
+    pre = plan_model(nl, CompileSettings(layers=4, roms="deltanet"))
+    (rom,) = build_report(pre)["memories"]
+    assert rom["write_ports"] == 0 and "preloaded" in rom["origin"] and "--roms deltanet" in rom["origin"]
+    (port,) = rom["read_ports"]
+    words = sum(1 for w in _table(16, 8, 1) if w)
+    assert port["lowered_as"] == "DeltaNet banks preloaded by the prompt" and port["key_heads"] == 1
+    assert port["layers"] == [pre.schedule.read_layer[("rom", 0)]]
+    assert f"its {words} non-zero words" in port["why"]
