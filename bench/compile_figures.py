@@ -38,15 +38,18 @@ DESIGNS = {"counter": "hdl.examples.counter:Counter", "lfsr": "hdl.examples.lfsr
            "rom16x8": "tests/designs/constructs.py:Rom16x8", "rom1024x16": "tests/designs/constructs.py:Rom1024x16",
            "caserom": "tests/designs/constructs.py:CaseRom", "twowrite": "tests/designs/unusual.py:TwoWritePorts",
            "threewrite": "tests/designs/constructs.py:ThreeWritePorts",
-           "byteenable": "tests/designs/constructs.py:ByteEnableRam"}
+           "byteenable": "tests/designs/constructs.py:ByteEnableRam",
+           # the ROMs held the other way (--roms deltanet: DeltaNet banks the prompt preloads)
+           "rom16x8-deltanet": "tests/designs/constructs.py:Rom16x8",
+           "rom1024x16-deltanet": "tests/designs/constructs.py:Rom1024x16"}
 
 
-def compile_at_depth(design: str, flow: str):
+def compile_at_depth(design: str, flow: str, roms: str = "auto"):
     nl = parse_netlist(synthesize(design, flow, "build").json_text)
     probe = schedule(nl, Target(1 << 30, 1 << 30, standalone_layer_types(80), 1, 1, 64, 64, 1, 1, 16, name="probe"))
     layers = max(3, probe.depth + 1)
     t0 = time.perf_counter()
-    compiled = compile_netlist(nl, CompileSettings(layers=layers))
+    compiled = compile_netlist(nl, CompileSettings(layers=layers, roms=roms))
     return nl, compiled, time.perf_counter() - t0
 
 
@@ -156,7 +159,7 @@ def main():
     for key in args.designs.split(","):
         design = DESIGNS[key]
         for flow in ("macro",) if args.no_lut else ("macro", "lut"):
-            nl, c, secs = compile_at_depth(design, flow)
+            nl, c, secs = compile_at_depth(design, flow, "deltanet" if key.endswith("-deltanet") else "auto")
             s = c.stats
             speed = ""
             if flow == "macro" and args.cycles:
@@ -164,7 +167,7 @@ def main():
                 div, checked = verify_teacher_forced(c.model, c.protocol, nl, c.initial_registers,
                                                      args.cycles, 1, 0, c.initial_memory)
                 dt = time.perf_counter() - t0
-                speed = "DIVERGED" if div else f"{args.cycles * c.protocol.tokens_per_cycle / dt:,.0f}"
+                speed = "DIVERGED" if div else f"{args.cycles * s['tokens_per_cycle'] / dt:,.0f}"
             rows.append((key, flow, s["depth"], s["layers"], s["hidden_size"], max(s["neurons_per_layer"]),
                          sum(s["neurons_per_layer"]), f"{s['tokens_per_cycle']} ({s['generated_tokens_per_cycle']})",
                          f"{s['parameters'] / 1e6:.2f} M", f"{s['nonzero'] / 1e6:.2f} M", f"{secs:.1f}", speed))

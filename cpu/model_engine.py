@@ -31,6 +31,7 @@ import json
 import shutil
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -242,7 +243,8 @@ def evict_stale(cache: Path, key: str, design: str):
     for old in sorted(Path(cache).glob("*")):
         if not (old.is_dir() and len(old.name) == 16 and old.name != key):
             continue
-        with cache_lock(Path(cache) / f".{old.name}.lock", wait=False) as free:
+        lock = Path(cache) / f".{old.name}.lock"        # a builder creates it before it starts
+        with (cache_lock(lock, wait=False) if lock.exists() else nullcontext(True)) as free:
             if not free:                # another process is building it right now
                 continue
             try:
@@ -251,6 +253,7 @@ def evict_stale(cache: Path, key: str, design: str):
                 cached = None
             if cached in (None, design):
                 shutil.rmtree(old, ignore_errors=True)
+                lock.unlink(missing_ok=True)
 
 
 def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
