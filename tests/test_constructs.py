@@ -85,7 +85,7 @@ def _compile(design, build_dir, layers, tmp_path, roms="auto"):
 def test_rom_models_teacher_forced(design, layers, split, build_dir, tmp_path, monkeypatch):
     if split:
         monkeypatch.setattr(rom, "FLAT_MAX_WORDS", 4 if design == "Rom16x8" else 64)
-    folder, compiled = _compile(design, build_dir, layers, tmp_path)
+    folder, compiled = _compile(design, build_dir, layers, tmp_path, roms="ffn")
     sched = compiled.plan.schedule
     units = [u for u in sched.cell_layer if sched.unit_cell[u].startswith("memrd:")]
     assert units, "the ROM was not lowered as FFN logic"
