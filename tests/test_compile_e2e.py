@@ -333,6 +333,7 @@ def test_alu_in_11_layers_teacher_forced(dtype, alu_folder):
     assert checked == 1000 * 4 * len(protocol.generated)
 
 
+@pytest.mark.slow
 def test_two_memories_written_in_one_cycle(tmp_path, build_dir):
     """Two write ports committed together at the frame's last token, a memory in 4 banks with an
     address token of two chunks and initial contents in the prompt, a 40-bit word in 5 data chunks:
@@ -538,7 +539,9 @@ def test_design_without_inputs_runs_by_stock_generate(tmp_path, build_dir):
     assert counts == [5, 28, 143, 206]          # hand-checked: x -> 5x + 3 mod 256 from 5
 
 
-@pytest.mark.parametrize("gated,dtype,prefill", [(True, torch.float32, True), (False, torch.bfloat16, False)])
+# the bfloat16 token-by-token case takes ~2 min on 2 cores: slow (suite time)
+@pytest.mark.parametrize("gated,dtype,prefill", [(True, torch.float32, True),
+                                                 pytest.param(False, torch.bfloat16, False, marks=pytest.mark.slow)])
 def test_folded_writes(gated, dtype, prefill, tmp_path, build_dir):
     """``--folded-writes``: a 32-bit memory written with words of every size emits each word's data
     only up to the chunk of its highest 1 (its low 4 bits packed with the address: the frame's

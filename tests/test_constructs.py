@@ -47,7 +47,7 @@ def test_rom_designs_simulate_like_amaranth(design, build_dir):
                     (flow, lane, p.name)
 
 
-@pytest.mark.parametrize("flat_max", [rom.FLAT_MAX_WORDS, 16])
+@pytest.mark.parametrize("flat_max", [pytest.param(rom.FLAT_MAX_WORDS, marks=pytest.mark.slow), 16])
 def test_decoders_equal_the_table(flat_max, build_dir, monkeypatch):
     """Every address of every ROM port, evaluated on the decoder's threshold functions, gives the
     table's word (the init Amaranth was given, independently of the simulator)."""

@@ -130,6 +130,7 @@ def test_fuzzed_subset_teacher_forced(model):
     assert _teacher_forced(images) > 0
 
 
+@pytest.mark.slow     # ~5 min on 2 cores (36 programs, bfloat16): the default suite's budget
 def test_every_trap_teacher_forced(model):
     """The 36 trap programs (every cause the machine raises: illegal encodings, misaligned fetch
     targets, misaligned and faulting loads and stores, unsupported ecall) in one batch, bfloat16: the
