@@ -14,7 +14,7 @@ from netlist2tf.ir import parse_netlist
 from netlist2tf.reference import run_amaranth
 from netlist2tf.sim import RandomStimulus, Simulator, TableStimulus
 
-CYCLES = 10_000
+CYCLES = 2_000           # random cycles per lane (Amaranth's simulator takes most of the time)
 LANES = 3
 
 
