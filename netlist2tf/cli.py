@@ -287,9 +287,15 @@ def cmd_merge(args) -> int:
           f"{info['trace_token_offset']} base + {info['trace_vocab_size']} trace tokens (from "
           f"{info['trace_token_offset']}); base residual carried x{info['residual_scale']:g}, its norms x"
           f"{info['norm_compensation']:.6f}; {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    if info["base"]["not_carried"]:
-        print(f"  not carried (not part of the text model): {', '.join(info['base']['not_carried'][:5])}"
-              f"{' ...' if len(info['base']['not_carried']) > 5 else ''}", file=sys.stderr)
+    if info["base"]["multimodal"]:
+        n = len(info["base"]["carried"])
+        print(f"  multimodal layout kept: {n} vision tower and MTP tensors carried, bit for bit but the vision "
+              f"merger's output projection (placed on the base channels)" if n else
+              "  multimodal layout kept (the base has no vision tower or MTP weights)", file=sys.stderr)
+    tok = info.get("tokenizer", {})
+    if tok.get("trace_tokens"):
+        print(f"  tokenizer: {', '.join(tok['copied'])} copied; trace tokens added as special tokens "
+              f"{tok['trace_tokens'][0]}..{tok['trace_tokens'][1] - 1}", file=sys.stderr)
     return 0
 
 

@@ -1,6 +1,6 @@
 """A fast exact executor for compiled checkpoints: the same weights, computed sparsely.
 
-``FastModel(folder)`` reads a compiled checkpoint's ``config.json`` and ``model.safetensors`` (nothing
+``FastModel(folder)`` reads a compiled checkpoint's ``config.json`` and ``model.safetensors`` (or shards; nothing
 else: no netlist, no simulator) and runs the Qwen3.5 forward one position at a time, as stock
 ``transformers`` runs it with its cache (the recurrent DeltaNet path), but without multiplying zeros:
 
@@ -282,32 +282,32 @@ class FastModel:
         "torch" (the same operations as torch calls, one per operation, every position from scratch:
         the reference), "auto": c where a C compiler exists. ``head_tree``: the C kernel keeps the LM
         head as a max tree where that is provably exact (False: by rows, the general path)."""
-        from safetensors import safe_open
+        from .weightfiles import WeightFiles, checkpoint_name
 
         folder = Path(folder)
         try:
             cfg = json.loads((folder / "config.json").read_text())
         except (OSError, ValueError) as exc:
             raise FastUnsupported(f"{folder}: cannot read config.json ({exc})")
-        if cfg.get("model_type") != "qwen3_5_text":
-            raise FastUnsupported(f"{folder}: the fast executor runs text Qwen3.5 checkpoints (model_type "
-                                  f"qwen3_5_text), not {cfg.get('model_type')!r}")
+        multimodal = cfg.get("model_type") == "qwen3_5" and isinstance(cfg.get("text_config"), dict)
+        if multimodal:                  # the published layout: its text model (the trace never sees images)
+            cfg = dict(cfg["text_config"], tie_word_embeddings=cfg.get("tie_word_embeddings", False))
+        elif cfg.get("model_type") != "qwen3_5_text":
+            raise FastUnsupported(f"{folder}: the fast executor runs Qwen3.5 checkpoints (model_type "
+                                  f"qwen3_5_text or qwen3_5), not {cfg.get('model_type')!r}")
         if cfg.get("hidden_act", "silu") != "silu":
             raise FastUnsupported(f"{folder}: hidden_act {cfg.get('hidden_act')!r}; the executor implements silu")
         self.folder, self.config = folder, cfg
         self.dtype = dtype or getattr(torch, cfg.get("dtype") or cfg.get("torch_dtype") or "float32")
-        try:
-            handle = safe_open(str(folder / "model.safetensors"), "pt")
-        except Exception as exc:                     # safetensors raises its own error types
-            raise FastUnsupported(f"{folder}/model.safetensors is not readable: {exc}")
-        keys = set(handle.keys())
+        weights = WeightFiles(folder, "checkpoint", FastUnsupported)
 
         def get(key, missing_ok=False):
-            if key not in keys:
+            key = checkpoint_name(key, multimodal)
+            if key not in weights:
                 if missing_ok:
                     return None
                 raise FastUnsupported(f"{folder}: weight {key} is missing")
-            return handle.get_tensor(key).to(self.dtype)     # as from_pretrained(dtype=...) loads it
+            return weights.get(key).to(self.dtype)     # as from_pretrained(dtype=...) loads it
 
         eps = cfg["rms_norm_eps"]
         self.embed = get("model.embed_tokens.weight")

@@ -45,9 +45,10 @@ import torch
 from .errors import Netlist2TFError
 from .gadgets.layout import NORM_WEIGHT, SCALE, ResidualLayout
 from .outputs import check_output_folder, write_folder
+from .weightfiles import INDEX, WeightFiles, checkpoint_name, text_name, write_weights
 
 FORMAT = 2
-MERGED_SEALED = ("config.json", "model.safetensors")   # merge.json records their sha256 (the trace
+MERGED_SEALED = ("config.json", "model.safetensors")   # sealed before merge.json listed "sealed" (the trace
                                                         # side's files are sealed by compile.json)
 FLAG_WEIGHT = -2.0 ** 20        # trace tokens' LM-head weight on the normalised text flag
 BASE_BLOCK = -2.0 ** 14         # base tokens' LM-head weight on the normalised constant channel
@@ -98,8 +99,6 @@ class _Checkpoint:
     published multimodal ``qwen3_5`` layout, one safetensors file or a sharded index)."""
 
     def __init__(self, folder, role: str):
-        from safetensors import safe_open
-
         self.folder = folder = Path(folder)
         self.role = role
         cfg_path = folder / "config.json"
@@ -132,36 +131,17 @@ class _Checkpoint:
         self.config.setdefault("rms_norm_eps", 1e-6)
         self.config.setdefault("hidden_act", "silu")
         self.tied = bool(doc.get("tie_word_embeddings", self.config.get("tie_word_embeddings", False)))
-        index = folder / "model.safetensors.index.json"
-        if index.is_file():
-            try:
-                files = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-            except (json.JSONDecodeError, KeyError, AttributeError) as exc:
-                raise Netlist2TFError(f"{role} {index} is malformed ({exc})")
-        elif (folder / "model.safetensors").is_file():
-            files = ["model.safetensors"]
-        else:
-            raise Netlist2TFError(f"{role} {folder} has no model.safetensors (nor an index of shards)")
-        self.where = {}
-        self.handles = []
-        for name in files:
-            try:
-                h = safe_open(str(folder / name), "pt")
-            except Exception as exc:            # safetensors raises its own error types
-                raise Netlist2TFError(f"{role} {folder / name} is not a readable safetensors file: {exc}")
-            self.handles.append(h)
-            for key in h.keys():
-                self.where[key] = h
-        prefix = "model.language_model." if self.multimodal else "model."
+        self.doc = doc
+        self.files = WeightFiles(folder, role)
+        self.where = self.files.where
         self.keys = {}
         self.skipped = []
         for key in sorted(self.where):
-            if key.startswith(prefix):
-                self.keys["model." + key[len(prefix):]] = key
-            elif key == "lm_head.weight":
-                self.keys[key] = key
-            else:
+            name = text_name(key, self.multimodal)
+            if name is None:
                 self.skipped.append(key)          # vision tower, MTP head: not part of the text model
+            else:
+                self.keys[name] = key
 
     def get(self, key: str) -> torch.Tensor:
         if key not in self.keys:
@@ -245,6 +225,103 @@ def _compensation(Db: int, D: int, eps: float) -> tuple[float, float, float]:
 
 
 # --------------------------------------------------------------------------------------------------
+# The published multimodal layout: the vision tower, the MTP head, the tokenizer
+
+MERGER_OUT = ("model.visual.merger.linear_fc2.weight", "model.visual.merger.linear_fc2.bias")
+# The files of a base's tokenizer and processors copied into the merged folder (those it has).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                   "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json",
+                   "preprocessor_config.json", "video_preprocessor_config.json", "processor_config.json",
+                   "generation_config.json")
+
+
+def _carry_multimodal(base, D: int, B0: int, flag: int, scale: float, flag_value, dtype) -> dict:
+    """{checkpoint key: tensor} of a multimodal base's weights outside the text model, for the merged
+    folder: every one bit for bit, except the vision merger's last projection, whose output is the
+    embedding of an image position: its rows go to the base channels times ``scale`` (a power of two:
+    exact) and its bias puts the text flag on the flag channel, so an image position is in the merged
+    residual what a text token is: the base's vector times s, the flag, zeros on the compiled channels."""
+    out = {}
+    vision = base.doc.get("vision_config") or {}
+    for key in base.skipped:
+        t = base.files.get(key)
+        if key in MERGER_OUT:
+            if t.shape[0] != base.config["hidden_size"] or vision.get("out_hidden_size", t.shape[0]) != t.shape[0]:
+                raise Netlist2TFError(f"base checkpoint {base.folder}: {key} has {t.shape[0]} output rows, the "
+                                      f"text hidden size is {base.config['hidden_size']} (vision_config.out_hidden_size "
+                                      f"{vision.get('out_hidden_size')!r}); the vision tower must feed the text model")
+            placed = torch.zeros((D,) + tuple(t.shape[1:]), dtype=dtype)
+            placed[B0:] = t.to(dtype) * scale
+            if key.endswith("bias"):
+                placed[flag] = flag_value
+            out[key] = placed
+        else:
+            out[key] = t
+    return out
+
+
+def _multimodal_config(base, text_config, D: int):
+    """The merged ``Qwen3_5Config``: the base's top-level keys and vision config, the merged text
+    config, the vision output widened to the merged hidden size D."""
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5Config
+
+    top = {k: v for k, v in base.doc.items() if k not in ("architectures", "transformers_version", "dtype",
+                                                          "torch_dtype", "_name_or_path", "model_type",
+                                                          "text_config", "vision_config")}
+    vision = dict(base.doc.get("vision_config") or {})
+    vision["out_hidden_size"] = D
+    top["tie_word_embeddings"] = False
+    config = Qwen3_5Config(text_config=text_config.to_dict(), vision_config=vision, **top)
+    config.architectures = ["Qwen3_5ForConditionalGeneration"]
+    return config
+
+
+def _copy_tokenizer(base_folder: Path, out: Path, names: list, offset: int) -> dict:
+    """Copy the base's tokenizer, chat template and processor files into ``out`` and add the trace
+    tokens to the tokenizer as special tokens (trace token t: id ``offset + t``, content ``names[t]``,
+    netlist2tf.hf's readable names). Returns what merge.json records: the files copied and the id
+    range of the trace tokens (nothing when the base has no tokenizer.json)."""
+    copied = [n for n in TOKENIZER_FILES if (base_folder / n).is_file()]
+    for n in copied:
+        shutil.copyfile(base_folder / n, out / n)
+    if "tokenizer.json" not in copied:
+        return {"copied": copied}
+    path = out / "tokenizer.json"
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        vocab = doc["model"].get("vocab") or {}
+        added = doc.setdefault("added_tokens", [])
+        known = set(vocab if isinstance(vocab, dict) else (v[0] for v in vocab)) | {a["content"] for a in added}
+        ids = list(vocab.values()) if isinstance(vocab, dict) else list(range(len(vocab)))
+        ids += [a["id"] for a in added]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise Netlist2TFError(f"base checkpoint {base_folder}: tokenizer.json is not a tokenizers file ({exc})")
+    if ids and max(ids) >= offset:
+        raise Netlist2TFError(f"base checkpoint {base_folder}: its tokenizer has token id {max(ids)}, but the "
+                              f"model's vocabulary is {offset}; the trace tokens start at {offset}")
+    clash = sorted(set(names) & known)
+    if clash:
+        raise Netlist2TFError(f"base checkpoint {base_folder}: its tokenizer already has the token(s) "
+                              f"{clash[:3]}, which name trace tokens")
+    entry = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    added += [{"id": offset + t, "content": n, **entry} for t, n in enumerate(names)]
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    cfg_path = out / "tokenizer_config.json"
+    if cfg_path.is_file():
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        if isinstance(cfg.get("added_tokens_decoder"), dict):
+            cfg["added_tokens_decoder"].update({str(offset + t): {"content": n, **entry}
+                                                for t, n in enumerate(names)})
+            cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    if (out / "added_tokens.json").is_file():
+        extra = json.loads((out / "added_tokens.json").read_text(encoding="utf-8"))
+        extra.update({n: offset + t for t, n in enumerate(names)})
+        (out / "added_tokens.json").write_text(json.dumps(extra, indent=2, ensure_ascii=False) + "\n",
+                                               encoding="utf-8")
+    return {"copied": copied, "trace_tokens": [offset, offset + len(names)]}
+
+
+# --------------------------------------------------------------------------------------------------
 # The merge
 
 def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dtype | None = None,
@@ -258,6 +335,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 
     from .emit import read_checkpoint, seal
+    from .hf import token_names
 
     log = log or (lambda msg: None)
     compiled_folder, base_folder, out_folder = Path(compiled_folder), Path(base_folder), Path(out_folder)
@@ -265,7 +343,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     if (compiled_folder / "merge.json").is_file():
         raise Netlist2TFError(f"{compiled_folder} is already a merged checkpoint; merge the compiled "
                               f"checkpoint it was made from")
-    read_checkpoint(compiled_folder)         # its files present and sealed: weights, config, protocol as compiled
+    protocol, netlist, _ = read_checkpoint(compiled_folder)   # its files present and sealed, as compiled
     cpu = _Checkpoint(compiled_folder, "compiled checkpoint")
     base = _Checkpoint(base_folder, "base checkpoint")
     cc, bc = cpu.config, base.config
@@ -379,17 +457,27 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     cfg.update(hidden_size=D, intermediate_size=I, num_hidden_layers=n_cpu + len(bc["layer_types"]),
                layer_types=list(cc["layer_types"]) + list(bc["layer_types"]), vocab_size=Vb + Vt,
                tie_word_embeddings=False)
-    for k in ("mtp_num_hidden_layers", "mtp_use_dedicated_embeddings"):
-        cfg.pop(k, None)                # the MTP head is not carried (it reads the base hidden size)
-    config = Qwen3_5TextConfig(**cfg)
-    config.architectures = ["Qwen3_5ForCausalLM"]
-    config.dtype = str(dtype).split(".")[-1]
+    carried = {}
+    if base.multimodal:
+        carried = _carry_multimodal(base, D, B0, flag, scale, E[0, flag], dtype)
+    if not any(k.startswith("mtp.") for k in carried):
+        for k in ("mtp_num_hidden_layers", "mtp_use_dedicated_embeddings"):
+            cfg.pop(k, None)            # no MTP head carried
+    text_config = Qwen3_5TextConfig(**cfg)
+    text_config.dtype = str(dtype).split(".")[-1]
+    if base.multimodal:
+        config = _multimodal_config(base, text_config, D)
+    else:
+        config = text_config
+        config.architectures = ["Qwen3_5ForCausalLM"]
+    config.dtype = text_config.dtype
+    weights = {checkpoint_name(k, base.multimodal): state[k].to(dtype) for k in state} | carried
+    shard_bytes = base.files.file_bytes() if base.files.files[0] == INDEX else None
 
     info = {"format": FORMAT, "trace_token_offset": Vb, "trace_vocab_size": Vt,
             "base": {"folder": str(base_folder), "hidden_size": Db, "layers": len(bc["layer_types"]),
                      "vocab_size": Vb, "multimodal": base.multimodal, "tied_embeddings": base.tied,
-                     "not_carried": base.skipped[:20] + ([f"... {len(base.skipped) - 20} more"]
-                                                         if len(base.skipped) > 20 else [])},
+                     "carried": sorted(carried)},
             "compiled": {"folder": str(compiled_folder), "hidden_size": Dc, "layers": n_cpu},
             "channels": {"compiled": [0, P], "anchors": [P, flag], "flag": flag, "base": [B0, D]},
             "layers": {"compiled": [0, n_cpu], "base": [n_cpu, n_cpu + len(bc["layer_types"])]},
@@ -399,13 +487,14 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         config.save_pretrained(tmp)
         (tmp / "generation_config.json").write_text(json.dumps(
             {"do_sample": False, "transformers_version": config.transformers_version}, indent=2) + "\n")
-        save_file({k: state[k].to(dtype).contiguous() for k in sorted(state)}, str(tmp / "model.safetensors"),
-                  metadata={"format": "pt"})
+        files = write_weights(tmp, weights, shard_bytes)
         for name in ("compile.json", "netlist.json", "trace_protocol.json"):
             shutil.copyfile(compiled_folder / name, tmp / name)
         if (compiled_folder / "report").is_dir():            # the compiled layers' report (the CPU's)
             shutil.copytree(compiled_folder / "report", tmp / "report")
-        info["sha256"] = seal(tmp, MERGED_SEALED)
+        info["tokenizer"] = _copy_tokenizer(base_folder, tmp, token_names(protocol, netlist), Vb)
+        info["sealed"] = ["config.json"] + files
+        info["sha256"] = seal(tmp, info["sealed"])
         (tmp / "merge.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
 
     write_folder(out_folder, write, force)
@@ -503,8 +592,7 @@ def load_merged(folder, dtype=None, prefix=(), executor: str = "stock"):
     from .emit import check_seal, load_hf_model, read_meta, trace_side
 
     folder = Path(folder)
-    for name in ("config.json", "model.safetensors", "compile.json", "netlist.json", "merge.json",
-                 "trace_protocol.json"):
+    for name in ("config.json", "compile.json", "netlist.json", "merge.json", "trace_protocol.json"):
         if not (folder / name).is_file():
             raise Netlist2TFError(f"{folder} is not a merged netlist2tf checkpoint: {name} is missing; "
                                   f"create one with `netlist2tf merge`")
@@ -512,7 +600,14 @@ def load_merged(folder, dtype=None, prefix=(), executor: str = "stock"):
     if info.get("format") != FORMAT:
         raise Netlist2TFError(f"{folder} was merged by another netlist2tf version (format "
                               f"{info.get('format')!r}, this one reads {FORMAT}); merge it again")
-    check_seal(folder, info.get("sha256"), MERGED_SEALED, "merge.json")
+    sealed = info.get("sealed", MERGED_SEALED)
+    if not isinstance(sealed, list) or "config.json" not in sealed:
+        sealed = MERGED_SEALED
+    for name in sealed:
+        if not (folder / name).is_file():
+            raise Netlist2TFError(f"{folder} is not a complete merged checkpoint: {name} is missing; "
+                                  f"merge it again")
+    check_seal(folder, info.get("sha256"), sealed, "merge.json")
     protocol, netlist = trace_side(folder, meta, ("trace_protocol.json", "netlist.json"))
     if protocol.vocab_size != info["trace_vocab_size"]:
         raise Netlist2TFError(f"{folder}: merge.json's trace vocabulary ({info['trace_vocab_size']}) does "
@@ -537,13 +632,19 @@ def load_merged(folder, dtype=None, prefix=(), executor: str = "stock"):
 # The embedded default base: a small random Qwen3.5 checkpoint
 
 def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, intermediate_size: int = 512,
-              vocab_size: int = 1024, seed: int = 0, tied: bool = True) -> Path:
+              vocab_size: int = 1024, seed: int = 0, tied: bool = True, multimodal: bool = False,
+              shard_bytes: int | None = None) -> Path:
     """Write a random ``Qwen3_5ForCausalLM`` checkpoint with ``like``'s shared geometry (the keys of
     GEOMETRY it has; Qwen3.5's defaults for the others), ``layers`` layers of the published pattern (three DeltaNet, then full attention), and
     random norm weights, decays and convolutions (so that merging has something to preserve).
-    Deterministic: the same arguments give byte-identical files."""
-    from transformers import Qwen3_5ForCausalLM
-    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
+
+    ``multimodal``: the published layout instead (``Qwen3_5ForConditionalGeneration``: text weights
+    under ``model.language_model.``, a small vision tower, an MTP head with the published weight names,
+    a WordLevel tokenizer with a chat template and the vision tokens); ``shard_bytes``: shards of at
+    most that size with an index instead of one file. Deterministic: the same arguments give
+    byte-identical files."""
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5Config, Qwen3_5TextConfig
 
     folder = Path(folder)
     geometry = {k: like[k] for k in GEOMETRY if k in like}
@@ -552,12 +653,29 @@ def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, inter
         num_hidden_layers=layers, layer_types=["full_attention" if i % 4 == 3 else "linear_attention"
                                                for i in range(layers)],
         tie_word_embeddings=tied, rope_parameters=like.get("rope_parameters"), **geometry)
+    if multimodal:
+        config.mtp_num_hidden_layers = 1
+        special = {n: vocab_size - 1 - i for i, n in enumerate(MM_SPECIAL)}
+        config = Qwen3_5Config(
+            text_config=config.to_dict(), tie_word_embeddings=tied,
+            vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
+                           "patch_size": 4, "out_hidden_size": hidden_size, "num_position_embeddings": 16},
+            image_token_id=special["<|image_pad|>"], video_token_id=special["<|video_pad|>"],
+            vision_start_token_id=special["<|vision_start|>"], vision_end_token_id=special["<|vision_end|>"])
     gen = torch.Generator().manual_seed(seed)
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = Qwen3_5ForCausalLM(config).eval()
+        model = (Qwen3_5ForConditionalGeneration if multimodal else Qwen3_5ForCausalLM)(config).eval()
+    tensors = dict(model.state_dict())
+    if multimodal:                                  # MTP: transformers has no module for it
+        text = config.text_config.to_dict()
+        mtp = {"fc.weight": ("H", 2 * hidden_size), "norm.weight": ("H",), "pre_fc_norm_embedding.weight": ("H",),
+               "pre_fc_norm_hidden.weight": ("H",)}
+        mtp |= {f"layers.0.{k}": axes for k, axes in _table(text)["full_attention"].items()}
+        for k, axes in sorted(mtp.items()):
+            tensors["mtp." + k] = torch.zeros(_shape(axes, text))
     with torch.no_grad():
-        for name, p in sorted(model.named_parameters()):
+        for name, p in sorted(tensors.items()):
             if name.endswith("norm.weight") and "linear_attn" not in name:
                 p.copy_(0.2 * torch.randn(p.shape, generator=gen))        # (1 + w) around 1
             elif name.endswith("linear_attn.norm.weight"):
@@ -566,16 +684,47 @@ def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, inter
                 p.copy_(torch.randn(p.shape, generator=gen))
             else:
                 p.copy_(0.05 * torch.randn(p.shape, generator=gen))
+    if tied:
+        tensors.pop("lm_head.weight", None)
     model.generation_config.do_sample = False
 
     def write(tmp):
         from .hardware import quiet_transformers
         with quiet_transformers():
-            model.save_pretrained(tmp)
+            config.save_pretrained(tmp)
+            model.generation_config.save_pretrained(tmp)
+        write_weights(tmp, {k: v.contiguous() for k, v in tensors.items()}, shard_bytes)
+        if multimodal:
+            _write_base_tokenizer(tmp, vocab_size)
         (tmp / "netlist2tf.json").write_text(json.dumps({"made_by": "netlist2tf", "what": "random Qwen3.5 base",
                                                          "recipe": BASE_RECIPE}, sort_keys=True) + "\n")
     write_folder(folder, write)
     return folder
+
+
+# The random multimodal base's special tokens (the last ids of its vocabulary) and chat template.
+MM_SPECIAL = ("<|vision_end|>", "<|vision_start|>", "<|video_pad|>", "<|image_pad|>", "<|im_end|>", "<|im_start|>")
+MM_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }} {{ m['content'] }}<|im_end|> {% endfor %}"
+               "{% if add_generation_prompt %}<|im_start|>assistant {% endif %}")
+
+
+def _write_base_tokenizer(folder: Path, vocab_size: int) -> None:
+    """A WordLevel tokenizer for the random multimodal base: words ``w0`` .. and MM_SPECIAL as special
+    tokens, with MM_TEMPLATE as its chat template (tokenizer_config.json and chat_template.jinja)."""
+    from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
+
+    words = {f"w{i}": i for i in range(vocab_size - len(MM_SPECIAL))}
+    tok = Tokenizer(models.WordLevel(words, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens([AddedToken(n, special=True, normalized=False) for n in reversed(MM_SPECIAL)])
+    (folder / "tokenizer.json").write_text(json.dumps(json.loads(tok.to_str()), indent=2) + "\n")
+    decoder = {str(tok.token_to_id(n)): {"content": n, "lstrip": False, "normalized": False, "rstrip": False,
+                                          "single_word": False, "special": True} for n in MM_SPECIAL}
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|im_end|>", "pad_token": None,
+         "unk_token": "w0", "added_tokens_decoder": decoder, "chat_template": MM_TEMPLATE,
+         "model_max_length": 4096, "clean_up_tokenization_spaces": False}, indent=2, sort_keys=True) + "\n")
+    (folder / "chat_template.jinja").write_text(MM_TEMPLATE + "\n")
 
 
 BASE_DEFAULTS = {"hidden_size": 256, "layers": 4, "intermediate_size": 512, "vocab_size": 1024, "seed": 0}

@@ -129,7 +129,7 @@ def test_checkpoints_outside_its_assumptions_are_refused(compiled, tmp_path):
             fast.step(ids[:, :1], fast.new_state(1))
     cfg = json.loads((loud / "config.json").read_text())
     (loud / "config.json").write_text(json.dumps(dict(cfg, model_type="llama")))
-    with pytest.raises(FastUnsupported, match="runs text Qwen3.5 checkpoints"):
+    with pytest.raises(FastUnsupported, match="runs Qwen3.5 checkpoints"):
         FastModel(loud)
 
 

@@ -211,32 +211,113 @@ def test_merge_is_deterministic(merged, tmp_path):
             hashlib.sha256((again / name).read_bytes()).digest(), name
 
 
-def test_multimodal_base_layout(merged, tmp_path):
-    """A base in the published multimodal layout (text weights under model.language_model., a vision
-    tower, an MTP head, shards with an index) merges to the same model; what is not carried is named."""
-    base, compiled, out, _ = merged
-    doc = json.loads((base / "config.json").read_text())
-    mm = tmp_path / "mm"
-    mm.mkdir()
-    (mm / "config.json").write_text(json.dumps({"model_type": "qwen3_5", "text_config": doc,
-                                                "tie_word_embeddings": doc["tie_word_embeddings"],
-                                                "vision_config": {"depth": 1}}))
-    src = safe_open(str(base / "model.safetensors"), "pt")
-    tensors = {("model.language_model." + k[len("model."):]) if k.startswith("model.") else k:
-               src.get_tensor(k) for k in src.keys()}
-    tensors["model.visual.patch_embed.weight"] = torch.ones(4, 4)
-    tensors["mtp.fc.weight"] = torch.ones(4, 4)
-    names = sorted(tensors)
-    half = len(names) // 2
-    shards = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
-    for fname, keys in shards.items():
-        save_file({k: tensors[k] for k in keys}, str(mm / fname))
-    (mm / "model.safetensors.index.json").write_text(json.dumps(
-        {"weight_map": {k: f for f, ks in shards.items() for k in ks}}))
-    info = merge_checkpoints(compiled, mm, tmp_path / "merged")
-    assert info["base"]["multimodal"] and set(info["base"]["not_carried"]) == {
-        "model.visual.patch_embed.weight", "mtp.fc.weight"}
-    assert (tmp_path / "merged" / "model.safetensors").read_bytes() == (out / "model.safetensors").read_bytes()
+@pytest.fixture(scope="module")
+def merged_multimodal(merged, tmp_path_factory):
+    """(base, merged folder, merge info): a random base in the published multimodal layout (a vision
+    tower, an MTP head, shards with an index, a tokenizer with a chat template) with the same text
+    shapes as ``merged``'s, and the compiled FIFO merged in front of it."""
+    root = tmp_path_factory.mktemp("merge-mm")
+    base = make_base(root / "base", QWEN_LIKE, hidden_size=384, layers=4, intermediate_size=192,
+                     vocab_size=BASE_VOCAB, seed=5, multimodal=True, shard_bytes=1 << 20)
+    info = merge_checkpoints(merged[1], base, root / "merged")
+    return base, root / "merged", info
+
+
+def _tensors(folder) -> dict:
+    """{key: tensor} of every weight of a checkpoint folder (one file or shards)."""
+    from netlist2tf.weightfiles import WeightFiles
+    w = WeightFiles(folder)
+    return {k: w.get(k) for k in w.keys()}
+
+
+def test_multimodal_base_round_trip(merged_multimodal):
+    """A multimodal base gives a multimodal merged model of the same layout: Qwen3_5ForConditionalGeneration,
+    text weights under model.language_model., shards with an index; every vision and MTP tensor bit
+    for bit, but the vision merger's output projection, which is the base's placed on the base
+    channels times s (its bias also writes the text flag); the tokenizer and chat template copied
+    with the trace tokens added as special tokens at offset + t."""
+    from transformers import AutoModelForImageTextToText, AutoTokenizer
+
+    from netlist2tf.weightfiles import INDEX
+
+    base, out, info = merged_multimodal
+    doc = json.loads((out / "config.json").read_text())
+    assert doc["model_type"] == "qwen3_5" and doc["architectures"] == ["Qwen3_5ForConditionalGeneration"]
+    D, (B0, end), flag, s = info["hidden_size"], info["channels"]["base"], info["channels"]["flag"], info["residual_scale"]
+    assert doc["text_config"]["hidden_size"] == doc["vision_config"]["out_hidden_size"] == D == end
+    assert doc["text_config"]["mtp_num_hidden_layers"] == 1 and doc["tie_word_embeddings"] is False
+    assert (out / INDEX).is_file() and len(info["sealed"]) > 3
+    before, after = _tensors(base), _tensors(out)
+    outside = sorted(k for k in before if not k.startswith("model.language_model."))
+    assert any(k.startswith("mtp.") for k in outside) and any(k.startswith("model.visual.") for k in outside)
+    for k in outside:
+        if k.startswith("model.visual.merger.linear_fc2."):
+            t = after[k]
+            assert t.shape[0] == D and torch.equal(t[B0:], before[k] * s), k
+            rest = t[:B0]
+            if k.endswith("bias"):
+                assert float(t[flag]) == float(torch.tensor(info["text_flag"], dtype=t.dtype))
+                rest = torch.cat([t[:flag], t[flag + 1:B0]])
+            assert not rest.any(), k
+        else:
+            assert after[k].dtype == before[k].dtype and torch.equal(after[k], before[k]), k
+    assert any(k.startswith("model.language_model.layers.") for k in after)
+    model = AutoModelForImageTextToText.from_pretrained(out).eval()
+    assert type(model).__name__ == "Qwen3_5ForConditionalGeneration"
+
+    # the tokenizer: the base's tokens unchanged, the trace tokens special at offset + t
+    tok, base_tok = AutoTokenizer.from_pretrained(out), AutoTokenizer.from_pretrained(base)
+    assert (out / "chat_template.jinja").read_text() == (base / "chat_template.jinja").read_text()
+    chat = [{"role": "user", "content": "w5 w7"}]
+    assert tok.apply_chat_template(chat, tokenize=False) == base_tok.apply_chat_template(chat, tokenize=False)
+    assert tok("w1 w2 <|im_end|>")["input_ids"] == base_tok("w1 w2 <|im_end|>")["input_ids"]
+    names = [tok.convert_ids_to_tokens(info["trace_token_offset"] + t) for t in range(3)]
+    assert len(tok) == BASE_VOCAB + info["trace_vocab_size"]
+    off = info["trace_token_offset"]
+    assert all(tok.added_tokens_decoder[off + t].special and tok.added_tokens_decoder[off + t].content == n
+               for t, n in enumerate(names)), names
+    assert tok.decode([off, 1, off + 1], skip_special_tokens=True).strip() == "w1"
+    assert tok.encode(" ".join(names)) == [info["trace_token_offset"] + t for t in range(3)]
+
+
+def _image_prompt(cfg, length=12):
+    """(input_ids, pixel_values, image_grid_thw, mm_token_type_ids): random base text around one 8x8-pixel image (a 2x2
+    grid of patches of 4: one merged image token), in the Qwen3.5 processor's format."""
+    g = torch.Generator().manual_seed(11)
+    v = cfg.vision_config
+    grid = torch.tensor([[1, 4, 4]])
+    n_tokens = int(grid.prod()) // v.spatial_merge_size ** 2
+    pixels = torch.randn(int(grid.prod()), v.in_channels * v.temporal_patch_size * v.patch_size ** 2, generator=g)
+    text = torch.randint(0, BASE_VOCAB - 6, (length,), generator=g).tolist()
+    ids = text[:4] + [cfg.vision_start_token_id] + [cfg.image_token_id] * n_tokens + [cfg.vision_end_token_id] + text[4:]
+    kinds = [1 if t == cfg.image_token_id else 0 for t in ids]      # the processor's mm_token_type_ids
+    return torch.tensor([ids]), pixels, grid, torch.tensor([kinds])
+
+
+def test_multimodal_merged_model_sees_images_as_the_base_does(merged_multimodal):
+    """With an image in the prompt, the merged multimodal model's logits over the base vocabulary are
+    the base's (float64 oracle) within the base's own float32 error, at every position; and the
+    compiled FIFO still runs exactly in the merged multimodal folder (stock transformers and the fast
+    executor, teacher-forced)."""
+    from transformers import AutoModelForImageTextToText
+
+    base, out, info = merged_multimodal
+    runs = {}
+    for folder, dtype in ((base, torch.float64), (base, torch.float32), (out, torch.float32)):
+        m = AutoModelForImageTextToText.from_pretrained(folder, dtype=dtype).eval()
+        ids, pixels, grid, kinds = _image_prompt(m.config)
+        with torch.no_grad():
+            runs[folder, dtype] = m(input_ids=ids, pixel_values=pixels.to(dtype), image_grid_thw=grid,
+                                    mm_token_type_ids=kinds).logits.double()
+    exact = runs[base, torch.float64]
+    own = (runs[base, torch.float32] - exact).abs().max().item()
+    ours = (runs[out, torch.float32][..., :BASE_VOCAB] - exact).abs().max().item()
+    assert 0 < ours <= 3 * own, (ours, own)
+    for executor in ("stock", "fast"):
+        model, protocol, netlist, inits, meta, _ = load_merged(out, torch.float32, executor=executor)
+        div, n = verify_teacher_forced(model, protocol, netlist, inits, 40, 2, 2, meta["initial_memory"],
+                                       window=100)
+        assert div is None and n > 0, (executor, str(div))
 
 
 def test_merge_errors(merged, tmp_path, build_dir):
