@@ -633,15 +633,16 @@ def load_merged(folder, dtype=None, prefix=(), executor: str = "stock"):
 
 def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, intermediate_size: int = 512,
               vocab_size: int = 1024, seed: int = 0, tied: bool = True, multimodal: bool = False,
-              shard_bytes: int | None = None) -> Path:
+              shard_bytes: int | None = None, vision_config: dict | None = None) -> Path:
     """Write a random ``Qwen3_5ForCausalLM`` checkpoint with ``like``'s shared geometry (the keys of
     GEOMETRY it has; Qwen3.5's defaults for the others), ``layers`` layers of the published pattern (three DeltaNet, then full attention), and
     random norm weights, decays and convolutions (so that merging has something to preserve).
 
     ``multimodal``: the published layout instead (``Qwen3_5ForConditionalGeneration``: text weights
     under ``model.language_model.``, a small vision tower, an MTP head with the published weight names,
-    a WordLevel tokenizer with a chat template and the vision tokens); ``shard_bytes``: shards of at
-    most that size with an index instead of one file. Deterministic: the same arguments give
+    a WordLevel tokenizer with a chat template and the vision tokens; ``vision_config``: its vision
+    tower's config, default a one-block tower of width 32); ``shard_bytes``: shards of at most that
+    size with an index instead of one file. Deterministic: the same arguments give
     byte-identical files."""
     from transformers import Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration
     from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5Config, Qwen3_5TextConfig
@@ -658,8 +659,9 @@ def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, inter
         special = {n: vocab_size - 1 - i for i, n in enumerate(MM_SPECIAL)}
         config = Qwen3_5Config(
             text_config=config.to_dict(), tie_word_embeddings=tied,
-            vision_config={"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2,
-                           "patch_size": 4, "out_hidden_size": hidden_size, "num_position_embeddings": 16},
+            vision_config=dict(vision_config or {"depth": 1, "hidden_size": 32, "intermediate_size": 64,
+                                                 "num_heads": 2, "patch_size": 4, "num_position_embeddings": 16},
+                               out_hidden_size=hidden_size),
             image_token_id=special["<|image_pad|>"], video_token_id=special["<|video_pad|>"],
             vision_start_token_id=special["<|vision_start|>"], vision_end_token_id=special["<|vision_end|>"])
     gen = torch.Generator().manual_seed(seed)
@@ -700,6 +702,29 @@ def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, inter
                                                          "recipe": BASE_RECIPE}, sort_keys=True) + "\n")
     write_folder(folder, write)
     return folder
+
+
+def make_geometry_base(folder, name: str, layers: int | None = None, vocab_size: int | None = None,
+                       vision_depth: int | None = None, seed: int = 0, shard_bytes: int | None = 5 << 30) -> Path:
+    """A random multimodal checkpoint of a published geometry (``netlist2tf.target.geometries``):
+    its text shapes, tying and vision tower, with ``layers`` decoder layers (default all),
+    ``vocab_size`` tokens (default the published 248,320) and ``vision_depth`` vision blocks (default
+    all): full size for measurements, fewer layers and a small vocabulary for tests."""
+    from .target import geometry_path
+
+    path = geometry_path(name)
+    if path is None:
+        from .target import geometries
+        raise Netlist2TFError(f"no published geometry {name!r}; known: {', '.join(geometries())}")
+    doc = json.loads(path.read_text())
+    text, vision = doc["text_config"], dict(doc["vision_config"])
+    vision.pop("model_type", None)
+    if vision_depth is not None:
+        vision["depth"] = vision_depth
+    return make_base(folder, text, hidden_size=text["hidden_size"], layers=layers or text["num_hidden_layers"],
+                     intermediate_size=text["intermediate_size"], vocab_size=vocab_size or text["vocab_size"],
+                     seed=seed, tied=doc["tie_word_embeddings"], multimodal=True, shard_bytes=shard_bytes,
+                     vision_config=vision)
 
 
 # The random multimodal base's special tokens (the last ids of its vocabulary) and chat template.

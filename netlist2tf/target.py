@@ -19,6 +19,21 @@ from pathlib import Path
 from .errors import Netlist2TFError
 
 FULL, LINEAR = "full_attention", "linear_attention"
+# The published dense Qwen3.5 configs (netlist2tf/geometries/README.md says where each value is from).
+GEOMETRY_DIR = Path(__file__).parent / "geometries"
+
+
+def geometries() -> dict[str, Path]:
+    """{name: config.json path} of the published geometries we keep ("qwen3.5-4b", ...), by size."""
+    paths = sorted(GEOMETRY_DIR.glob("qwen3.5-*.json"), key=lambda p: float(p.stem.split("-")[1][:-1]))
+    return {p.stem: p for p in paths}
+
+
+def geometry_path(name: str) -> Path | None:
+    """The kept config of a published geometry named ``name`` ("qwen3.5-4b", "Qwen3.5-4B" or
+    "Qwen/Qwen3.5-4B", any case), or None."""
+    key = str(name).lower().removeprefix("qwen/")
+    return geometries().get(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,19 +100,24 @@ class Target:
 
     @staticmethod
     def from_config_json(path, layers: int | None = None) -> "Target":
-        """The per-layer shapes of a Qwen3.5 checkpoint's ``config.json`` (file or folder).
+        """The per-layer shapes of a Qwen3.5 checkpoint's ``config.json`` (file or folder), or of a
+        published geometry by name (``geometries()``: "qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b").
 
         ``layers`` (default: the checkpoint's own count) sets how many compiled layers to build with
         those shapes; their types repeat the checkpoint's pattern. Raises Netlist2TFError for a file
         that is missing, not JSON, or not a Qwen3.5 config.
         """
         path = Path(path)
-        if path.is_dir():
+        if not path.exists() and geometry_path(str(path)):
+            path = geometry_path(str(path))
+        elif path.is_dir():
             path = path / "config.json"
         try:
             doc = json.loads(path.read_text())
         except OSError as exc:
-            raise Netlist2TFError(f"cannot read target config {path}: {exc.strerror or exc}")
+            hint = "" if path.exists() else (f"; give a Qwen3.5 config.json, a checkpoint folder or a published "
+                                            f"geometry ({', '.join(geometries())})")
+            raise Netlist2TFError(f"cannot read target config {path}: {exc.strerror or exc}{hint}")
         except json.JSONDecodeError as exc:
             raise Netlist2TFError(f"target config {path} is not JSON ({exc.msg} at line {exc.lineno})")
         text = doc.get("text_config", doc) if isinstance(doc, dict) else None

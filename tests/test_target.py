@@ -86,3 +86,73 @@ def test_fit_messages():
         "layer 1 needs 9 DeltaNet value heads, the target has 8 per layer",
         "layer 1 needs 1 attention heads but it is a linear_attention layer",
     ]
+
+
+# The published geometries (netlist2tf/geometries/): shapes typed from the public configs (the
+# README's table; ../shared/TOOLCHAIN-NOTES.md), and a byte count from the published 9B index.
+PUBLISHED = {  # name: (hidden, intermediate, layers, attention heads, kv heads, DeltaNet value heads, tied)
+    "qwen3.5-0.8b": (1024, 3584, 24, 8, 2, 16, True), "qwen3.5-2b": (2048, 6144, 24, 8, 2, 16, True),
+    "qwen3.5-4b": (2560, 9216, 32, 16, 4, 32, True), "qwen3.5-9b": (4096, 12288, 32, 16, 4, 32, False)}
+
+
+def test_published_geometries_by_name():
+    from netlist2tf.target import geometries
+
+    assert list(geometries()) == list(PUBLISHED)
+    for name, (h, i, n, nh, nkv, nv, tied) in PUBLISHED.items():
+        for spelling in (name, name.upper(), "Qwen/" + name.replace("qwen", "Qwen").upper().replace("QWEN", "Qwen")):
+            t = Target.from_config_json(spelling)
+            assert (t.hidden_size, t.intermediate_size, t.num_layers, t.num_attention_heads,
+                    t.num_key_value_heads, t.linear_num_value_heads) == (h, i, n, nh, nkv, nv), spelling
+            assert (t.linear_num_key_heads, t.linear_key_head_dim, t.linear_value_head_dim, t.head_dim,
+                    t.linear_conv_kernel_dim) == (16, 128, 128, 256, 4)
+            assert t.layer_types == tuple(FULL if k % 4 == 3 else LINEAR for k in range(n))
+        doc = json.loads(geometries()[name].read_text())
+        assert doc["tie_word_embeddings"] is tied and doc["text_config"]["vocab_size"] == 248320
+        assert doc["vision_config"]["out_hidden_size"] == h
+    assert Target.from_config_json("qwen3.5-4b", layers=11).layer_types[3] == FULL
+
+
+def test_the_9b_geometry_holds_exactly_the_published_bytes():
+    """Qwen3.5-9B's published model.safetensors.index.json says total_size 19,306,216,416 bytes. The
+    kept config, built by transformers on the meta device (text model, vision tower, LM head), plus
+    the MTP head (an fc of 2H -> H, three norms, one full-attention decoder layer) in bfloat16, with
+    the DeltaNet A_log and gated-norm weights in float32 as published, holds exactly that many."""
+    from transformers import Qwen3_5ForConditionalGeneration
+    from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5Config
+
+    from netlist2tf.target import geometries
+
+    doc = json.loads(geometries()["qwen3.5-9b"].read_text())
+    cfg = Qwen3_5Config(**{k: v for k, v in doc.items() if k not in ("_name_or_path", "architectures", "model_type")})
+    with torch.device("meta"):
+        model = Qwen3_5ForConditionalGeneration(cfg)
+    params = dict(model.named_parameters())
+    fp32 = sum(p.numel() for k, p in params.items() if k.endswith(("A_log", "linear_attn.norm.weight")))
+    t = doc["text_config"]
+    H, I, hd, nh, nkv = t["hidden_size"], t["intermediate_size"], t["head_dim"], t["num_attention_heads"], t["num_key_value_heads"]
+    layer = 2 * nh * hd * H + 2 * nkv * hd * H + nh * hd * H + 2 * hd + 2 * H + 3 * I * H
+    mtp = 2 * H * H + 3 * H + layer
+    total = 2 * (sum(p.numel() for p in params.values()) + mtp) + 2 * fp32
+    assert total == 19_306_216_416
+
+
+def test_random_checkpoint_of_a_published_geometry(tmp_path):
+    """make_geometry_base: a random Qwen3.5-0.8B-shaped multimodal checkpoint (2 layers, a small
+    vocabulary, one vision block) that stock transformers loads with the published per-layer shapes."""
+    from transformers import AutoModelForImageTextToText
+
+    from netlist2tf.merge import make_geometry_base
+
+    folder = make_geometry_base(tmp_path / "b", "qwen3.5-0.8b", layers=2, vocab_size=512, vision_depth=1,
+                                shard_bytes=32 << 20)
+    model = AutoModelForImageTextToText.from_pretrained(folder)
+    lm = model.model.language_model
+    assert len(lm.layers) == 2 and lm.embed_tokens.weight.shape == (512, 1024)
+    assert lm.layers[0].mlp.up_proj.weight.shape == (3584, 1024)
+    assert lm.layers[0].linear_attn.in_proj_qkv.weight.shape == (2 * 16 * 128 + 16 * 128, 1024)
+    assert model.model.visual.merger.linear_fc2.weight.shape == (1024, 768 * 4)
+    assert json.loads((folder / "config.json").read_text())["tie_word_embeddings"] is True
+    assert (folder / "model.safetensors.index.json").is_file()
+    with pytest.raises(Netlist2TFError, match="no published geometry 'qwen3.5-3b'"):
+        make_geometry_base(tmp_path / "c", "qwen3.5-3b")

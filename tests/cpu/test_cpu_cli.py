@@ -289,3 +289,18 @@ def test_two_builders_of_one_checkpoint_take_turns(monkeypatch, tmp_path):
         assert stale.exists()
     model_engine.evict_stale(folder.parent, folder.name, model_engine.core_design(model_engine.MODEL_RAM_SIZE))
     assert not stale.exists()
+
+
+@pytest.mark.slow          # plans the CPU onto the 4B shapes: ~2 minutes
+def test_fit_names_the_numbers_that_do_not_fit(capsys):
+    """`cpu fit qwen3.5-4b`: the CPU's 16 KiB of RAM is 4,096 words; a DeltaNet key head of Qwen3.5's
+    (key dim 128) holds 128 of them, so the fetch port alone needs 32 key heads, each with the 4B's
+    2 value heads: at least 64 value heads in one layer, where the 4B has 32 (hand-derived). The
+    command says so with the numbers and exits 1."""
+    import re
+
+    assert cli.main(["fit", "qwen3.5-4b"]) == 1
+    out = capsys.readouterr().out
+    assert "Qwen/Qwen3.5-4B: the CPU with 16 KiB of RAM does not fit 11 layers of its shapes" in out
+    needs = [int(n) for n in re.findall(r"layer \d+ needs (\d+) DeltaNet value heads, the target has 32 per layer", out)]
+    assert needs and max(needs) >= 64, out
