@@ -7,10 +7,18 @@ picks the same tokens, how far below the best base token the best trace token st
 speed of the merged trace (teacher-forced tokens/s) against the compiled model alone in the same run.
 Prints a table; asserts nothing.
 
+``--geometries qwen3.5-0.8b,...``: instead, per published Qwen3.5 geometry (netlist2tf/geometries/),
+a random multimodal base of its shapes (``--geometry-layers`` layers, a 2,048-token vocabulary, one
+vision block), the design compiled onto those shapes and merged: base and merged parameters, the
+overhead, the merged hidden size, and the text KL divergence KL(base float64 || merged) against the
+base's own noise floor: KL(base float64 || base float32), and the base at batch 1 against batch 4.
+
     .venv/bin/python bench/merge_figures.py [--design hdl.examples.fifo:FIFO] [--bases 256,1024]
+    .venv/bin/python bench/merge_figures.py --geometries qwen3.5-0.8b,qwen3.5-2b,qwen3.5-4b,qwen3.5-9b
 """
 
 import argparse
+import json
 import tempfile
 import time
 from pathlib import Path
@@ -40,16 +48,77 @@ def trace_speed(model, protocol, netlist, inits, meta, cycles):
     return n / (time.perf_counter() - t0)
 
 
+def log_probs(folder, ids, dtype, batch=None):
+    """log-softmax over the whole vocabulary of the text model of ``folder`` on ``ids``, in float64;
+    ``batch``: run the rows that many at a time."""
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
+    step = batch or ids.shape[0]
+    with torch.no_grad():
+        out = [model(input_ids=ids[i:i + step]).logits.double() for i in range(0, ids.shape[0], step)]
+    return torch.log_softmax(torch.cat(out), dim=-1)
+
+
+def kl(p_log, q_log) -> float:
+    """Mean over positions of KL(p || q), both log-probabilities; q may have more tokens (the trace
+    tokens), whose probability p gives 0."""
+    q = q_log[..., :p_log.shape[-1]]
+    return float((p_log.exp() * (p_log - q)).sum(-1).mean())
+
+
+def parameters(folder) -> int:
+    from netlist2tf.weightfiles import WeightFiles
+    w = WeightFiles(folder)
+    return sum(int(torch.tensor(w.shape(k)).prod()) for k in w.keys())
+
+
+def geometry_rows(args, root, result):
+    from netlist2tf.assemble import assemble
+    from netlist2tf.merge import make_geometry_base
+    from netlist2tf.target import Target
+
+    vocab = 2048
+    print(f"{args.design} compiled onto each geometry ({args.layers} layers) in front of a random base of "
+          f"{args.geometry_layers} layers, vocabulary {vocab}, one vision block; text: 4 x 64 random tokens, "
+          f"KL per position (nats), oracle the base in float64")
+    print("| geometry | base parameters | merged parameters | overhead | base hidden | merged hidden | "
+          "KL fp32 floor | KL batch floor | KL fp32 merged | merged / floor | KL bf16 floor | KL bf16 merged | trace tokens/s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name in args.geometries.split(","):
+        base = make_geometry_base(root / name, name, layers=args.geometry_layers, vocab_size=vocab, vision_depth=1,
+                                  shard_bytes=1 << 30)
+        target = Target.from_config_json(base, layers=args.layers)
+        compiled = assemble(parse_netlist(result.json_text), layers=args.layers, target=target)
+        folder = emit_checkpoint(compiled, result.json_text, root / f"{name}-compiled")
+        merge_checkpoints(folder, base, root / f"{name}-merged")
+        merged = root / f"{name}-merged"
+        ids = torch.randint(0, vocab - 6, (4, 64), generator=torch.Generator().manual_seed(1))
+        exact = log_probs(base, ids, torch.float64)
+        floor = kl(exact, log_probs(base, ids, torch.float32))
+        batch_floor = kl(log_probs(base, ids, torch.float32, batch=1), log_probs(base, ids, torch.float32))
+        ours = kl(exact, log_probs(merged, ids, torch.float32))
+        bf_floor = kl(exact, log_probs(base, ids, torch.bfloat16))
+        bf_ours = kl(exact, log_probs(merged, ids, torch.bfloat16))
+        nb, nm = parameters(base), parameters(merged)
+        speed = trace_speed(*load_merged(merged)[:5], args.cycles)
+        print(f"| {name} | {nb:,} | {nm:,} | {100 * (nm - nb) / nb:+.1f} % | {target.hidden_size} | "
+              f"{json.loads((merged / 'merge.json').read_text())['hidden_size']} | {floor:.2e} | {batch_floor:.2e} | "
+              f"{ours:.2e} | {ours / floor:.2f} | {bf_floor:.2e} | {bf_ours:.2e} | {speed:,.0f} |", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--design", default="hdl.examples.fifo:FIFO")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--bases", default="256,1024", help="hidden sizes of the random bases")
     ap.add_argument("--cycles", type=int, default=200, help="teacher-forced cycles timed")
+    ap.add_argument("--geometries", help="published geometries to measure on instead (comma-separated)")
+    ap.add_argument("--geometry-layers", type=int, default=4, help="layers of the geometry-shaped bases")
     args = ap.parse_args()
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="merge-bench-"))
     result = synthesize(args.design, "macro", "build")
+    if args.geometries:
+        return geometry_rows(args, root, result)
     compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=args.layers))
     folder = emit_checkpoint(compiled, result.json_text, root / "compiled")
     like = AutoModelForCausalLM.from_pretrained(folder).config.to_dict()

@@ -276,6 +276,32 @@ def _ram_size(text):
     return value
 
 
+def cmd_fit(args) -> int:
+    from netlist2tf.target import Target, geometries
+
+    from .model_engine import LAYERS, MODEL_RAM_SIZE, fit
+
+    ram = args.ram_size or MODEL_RAM_SIZE
+    targets = args.targets or list(geometries())
+    for t in targets:
+        Target.from_config_json(t)                # a bad target is refused before any planning
+    bad = 0
+    for t in targets:
+        name = Target.from_config_json(t).name
+        demand, problems = fit(t, ram)
+        if demand:
+            print(f"{name}: the CPU with {ram // 1024} KiB of RAM fits {LAYERS} layers of its shapes: "
+                  f"{demand['hidden_channels']} residual channels of {Target.from_config_json(t).hidden_size}, "
+                  f"FFN neurons per layer {demand['neurons_per_layer']}, DeltaNet value heads per layer "
+                  f"{demand['deltanet_heads_per_layer']}")
+        else:
+            bad += 1
+            print(f"{name}: the CPU with {ram // 1024} KiB of RAM does not fit {LAYERS} layers of its shapes:\n"
+                  f"{problems}")
+        sys.stdout.flush()
+    return 1 if bad else 0
+
+
 def build_parser():
     from netlist2tf.cliutil import Formatter, Parser, add_version, count
 
@@ -348,6 +374,17 @@ def build_parser():
     common(check)
     model_options(check)
     check.set_defaults(func=cmd_check)
+
+    fit = sub.add_parser("fit", help="check whether the compiled CPU fits published Qwen3.5 geometries",
+                         description="plan the compiled CPU (11 layers) onto each target's per-layer shapes "
+                                     "and say whether it fits, or which numbers do not (exit status 1 if "
+                                     "one does not fit); about 2 minutes per target", formatter_class=Formatter)
+    fit.add_argument("targets", nargs="*", metavar="TARGET",
+                     help="a published geometry (qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b), a "
+                          "Qwen3.5 config.json or checkpoint folder (default: the four published geometries)")
+    fit.add_argument("--ram-size", type=_ram_size, default=None,
+                     help="RAM size in bytes (default 16384, the model engine's)")
+    fit.set_defaults(func=cmd_fit)
 
     programs = sub.add_parser("programs", help="list the program table")
     programs.set_defaults(func=cmd_programs)

@@ -267,6 +267,30 @@ def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
     return keep_outputs(parse_netlist(result.json_text, str(result.json_path)), MODEL_OUTPUTS)
 
 
+def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None) -> tuple[dict | None, str]:
+    """Whether the compiled CPU (``ram_size`` bytes of RAM, the model's settings) fits ``LAYERS``
+    layers of ``target``'s shapes (a Qwen3.5 config.json, a checkpoint folder or a published geometry's
+    name: netlist2tf.target.geometries): (the plan's demands, "") when it fits, (None, the planner's
+    sentences naming every number that does not fit) when not. Plans only (no weights): ~2 minutes."""
+    import dataclasses
+
+    from netlist2tf.errors import Netlist2TFError
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.ir import parse_netlist
+    from netlist2tf.plan import plan_model
+    from netlist2tf.target import Target
+
+    t = Target.from_config_json(target, layers=LAYERS)
+    result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
+    settings = dataclasses.replace(model_settings(), target=t)
+    try:
+        return plan_model(parse_netlist(result.json_text, str(result.json_path)), settings).fit(), ""
+    except Netlist2TFError as exc:
+        if "does not fit the target" not in str(exc):
+            raise
+        return None, str(exc).split("\n", 1)[1] if "\n" in str(exc) else str(exc)
+
+
 def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=None, checkpoint=None,
                executor: str = "stock"):
     """(model, protocol, netlist, initial registers, meta, folder), loaded once per process.

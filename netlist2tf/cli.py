@@ -424,7 +424,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="macro: adders, comparisons, shifts and wide reductions as "
                             "threshold-circuit macros, the rest as 4-LUTs; macro6: the same with 6-LUTs "
                             "(shallower, more neurons; the CPU needs it); lut: everything as 4-LUTs")
-        p.add_argument("--target", help="a Qwen3.5 config.json (or its folder): use its per-layer shapes exactly")
+        p.add_argument("--target", help="a Qwen3.5 config.json (or its folder), or a published geometry "
+                            "(qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b): use its per-layer shapes exactly")
         p.add_argument("--keep-outputs", metavar="NAMES",
                        help="comma-separated output ports: emit tokens for these only and drop the logic "
                             "only the others need (registers and memories stay; default: every output)")
