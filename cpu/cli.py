@@ -282,16 +282,15 @@ def cmd_fit(args) -> int:
     from .model_engine import LAYERS, MODEL_RAM_SIZE, fit
 
     ram = args.ram_size or MODEL_RAM_SIZE
-    targets = args.targets or list(geometries())
-    for t in targets:
-        Target.from_config_json(t)                # a bad target is refused before any planning
+    # every target read first: a bad one is refused before any planning
+    targets = {t: Target.from_config_json(t) for t in args.targets or list(geometries())}
     bad = 0
-    for t in targets:
-        name = Target.from_config_json(t).name
+    for t, target in targets.items():
+        name = target.name
         demand, problems = fit(t, ram)
         if demand:
             print(f"{name}: the CPU with {ram // 1024} KiB of RAM fits {LAYERS} layers of its shapes: "
-                  f"{demand['hidden_channels']} residual channels of {Target.from_config_json(t).hidden_size}, "
+                  f"{demand['hidden_channels']} residual channels of {target.hidden_size}, "
                   f"FFN neurons per layer {demand['neurons_per_layer']}, DeltaNet value heads per layer "
                   f"{demand['deltanet_heads_per_layer']}")
         else:

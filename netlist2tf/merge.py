@@ -276,26 +276,33 @@ def _multimodal_config(base, text_config, D: int):
     return config
 
 
-def _copy_tokenizer(base_folder: Path, out: Path, names: list, offset: int) -> dict:
-    """Copy the base's tokenizer, chat template and processor files into ``out`` and add the trace
-    tokens to the tokenizer as special tokens (trace token t: id ``offset + t``, content ``names[t]``,
-    netlist2tf.hf's readable names). Returns what merge.json records: the files copied and the id
-    range of the trace tokens (nothing when the base has no tokenizer.json)."""
-    copied = [n for n in TOKENIZER_FILES if (base_folder / n).is_file()]
-    for n in copied:
-        shutil.copyfile(base_folder / n, out / n)
-    if "tokenizer.json" not in copied:
-        return {"copied": copied}
-    path = out / "tokenizer.json"
+def _tokenizer_files(base_folder: Path, names: list, offset: int) -> tuple[dict, dict]:
+    """The base's tokenizer, chat template and processor files for the merged folder, with the trace
+    tokens added to the tokenizer as special tokens (trace token t: id ``offset + t``, content
+    ``names[t]``, netlist2tf.hf's readable names): ({file name: bytes}, what merge.json records: the
+    files copied and the id range of the trace tokens, none when the base has no tokenizer.json).
+    Read and checked before anything is written; raises Netlist2TFError naming a malformed file, a
+    base token id at or beyond ``offset`` or a base token named like a trace token."""
+    files = {n: (base_folder / n).read_bytes() for n in TOKENIZER_FILES if (base_folder / n).is_file()}
+    record = {"copied": list(files)}
+    if "tokenizer.json" not in files:
+        return files, record
+    entry = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+
+    def dump(doc) -> bytes:
+        return (json.dumps(doc, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(files["tokenizer.json"])
         vocab = doc["model"].get("vocab") or {}
         added = doc.setdefault("added_tokens", [])
         known = set(vocab if isinstance(vocab, dict) else (v[0] for v in vocab)) | {a["content"] for a in added}
         ids = list(vocab.values()) if isinstance(vocab, dict) else list(range(len(vocab)))
         ids += [a["id"] for a in added]
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise Netlist2TFError(f"base checkpoint {base_folder}: tokenizer.json is not a tokenizers file ({exc})")
+        extra = {n: json.loads(files[n]) for n in ("tokenizer_config.json", "added_tokens.json") if n in files}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise Netlist2TFError(f"base checkpoint {base_folder}: its tokenizer files are not what tokenizers and "
+                              f"transformers write ({type(exc).__name__}: {exc})")
     if ids and max(ids) >= offset:
         raise Netlist2TFError(f"base checkpoint {base_folder}: its tokenizer has token id {max(ids)}, but the "
                               f"model's vocabulary is {offset}; the trace tokens start at {offset}")
@@ -303,22 +310,16 @@ def _copy_tokenizer(base_folder: Path, out: Path, names: list, offset: int) -> d
     if clash:
         raise Netlist2TFError(f"base checkpoint {base_folder}: its tokenizer already has the token(s) "
                               f"{clash[:3]}, which name trace tokens")
-    entry = {"single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
     added += [{"id": offset + t, "content": n, **entry} for t, n in enumerate(names)]
-    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    cfg_path = out / "tokenizer_config.json"
-    if cfg_path.is_file():
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-        if isinstance(cfg.get("added_tokens_decoder"), dict):
-            cfg["added_tokens_decoder"].update({str(offset + t): {"content": n, **entry}
-                                                for t, n in enumerate(names)})
-            cfg_path.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    if (out / "added_tokens.json").is_file():
-        extra = json.loads((out / "added_tokens.json").read_text(encoding="utf-8"))
-        extra.update({n: offset + t for t, n in enumerate(names)})
-        (out / "added_tokens.json").write_text(json.dumps(extra, indent=2, ensure_ascii=False) + "\n",
-                                               encoding="utf-8")
-    return {"copied": copied, "trace_tokens": [offset, offset + len(names)]}
+    files["tokenizer.json"] = dump(doc)
+    cfg = extra.get("tokenizer_config.json")
+    if isinstance(cfg, dict) and isinstance(cfg.get("added_tokens_decoder"), dict):
+        cfg["added_tokens_decoder"].update({str(offset + t): {"content": n, **entry} for t, n in enumerate(names)})
+        files["tokenizer_config.json"] = dump(cfg)
+    if isinstance(extra.get("added_tokens.json"), dict):
+        files["added_tokens.json"] = dump(extra["added_tokens.json"] | {n: offset + t for t, n in enumerate(names)})
+    record["trace_tokens"] = [offset, offset + len(names)]
+    return files, record
 
 
 # --------------------------------------------------------------------------------------------------
@@ -474,7 +475,8 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     weights = {checkpoint_name(k, base.multimodal): state[k].to(dtype) for k in state} | carried
     shard_bytes = base.files.file_bytes() if base.files.files[0] == INDEX else None
 
-    info = {"format": FORMAT, "trace_token_offset": Vb, "trace_vocab_size": Vt,
+    tokenizer_files, tokenizer_record = _tokenizer_files(base_folder, token_names(protocol, netlist), Vb)
+    info = {"format": FORMAT, "trace_token_offset": Vb, "trace_vocab_size": Vt, "tokenizer": tokenizer_record,
             "base": {"folder": str(base_folder), "hidden_size": Db, "layers": len(bc["layer_types"]),
                      "vocab_size": Vb, "multimodal": base.multimodal, "tied_embeddings": base.tied,
                      "carried": sorted(carried)},
@@ -492,7 +494,8 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
             shutil.copyfile(compiled_folder / name, tmp / name)
         if (compiled_folder / "report").is_dir():            # the compiled layers' report (the CPU's)
             shutil.copytree(compiled_folder / "report", tmp / "report")
-        info["tokenizer"] = _copy_tokenizer(base_folder, tmp, token_names(protocol, netlist), Vb)
+        for name, data in tokenizer_files.items():       # the base's generation_config.json replaces ours
+            (tmp / name).write_bytes(data)
         info["sealed"] = ["config.json"] + files
         info["sha256"] = seal(tmp, info["sealed"])
         (tmp / "merge.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")

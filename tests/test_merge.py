@@ -407,3 +407,21 @@ def test_the_fast_executor_runs_a_merged_checkpoint(merged, dtype):
     with pytest.raises(FastInexact):
         for t in torch.cat([text, ids[:1]], dim=1)[0]:
             fast.step([int(t)], state)
+
+
+def test_a_base_tokenizer_that_cannot_take_the_trace_tokens_is_refused(merged, merged_multimodal, tmp_path):
+    """A base tokenizer with an id the trace tokens need, or one malformed, is refused before anything
+    is written (the --out folder is not created)."""
+    import shutil
+
+    base = tmp_path / "base"
+    shutil.copytree(merged_multimodal[0], base)
+    doc = json.loads((base / "tokenizer.json").read_text())
+    doc["added_tokens"].append(dict(doc["added_tokens"][0], id=BASE_VOCAB, content="<|extra|>"))
+    (base / "tokenizer.json").write_text(json.dumps(doc))
+    with pytest.raises(Netlist2TFError, match=f"its tokenizer has token id {BASE_VOCAB}"):
+        merge_checkpoints(merged[1], base, tmp_path / "out")
+    (base / "tokenizer_config.json").write_text("{not json")
+    with pytest.raises(Netlist2TFError, match="tokenizer files are not what"):
+        merge_checkpoints(merged[1], base, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
