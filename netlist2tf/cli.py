@@ -279,11 +279,18 @@ def cmd_merge(args) -> int:
     base = args.base or default_base(args.checkpoint, args.build_dir)
     t0 = time.perf_counter()
     info = merge_checkpoints(args.checkpoint, base, out, _dtype(args.dtype) if args.dtype else None,
-                             log=lambda msg: print(msg, file=sys.stderr), force=args.force)
+                             log=lambda msg: print(msg, file=sys.stderr), force=args.force,
+                             layout=args.layout)
     ch = info["channels"]
+    if ch["layout"] == "shared":
+        where = (f"shared: {ch['shared'][1]} compiled channels on the base's {info['base']['hidden_size']}, "
+                 f"{ch['reserved'][1] - ch['reserved'][0]} reserved + text flag; "
+                 f"+{100 * (info['hidden_size'] / info['base']['hidden_size'] - 1):.2f} %")
+    else:
+        where = (f"separate: compiled {ch['compiled'][1]} + anchors {ch['anchors'][1] - ch['anchors'][0]} + "
+                 f"text flag + base {info['base']['hidden_size']}")
     print(f"{out}: {info['layers']['compiled'][1]} compiled layers in front of {info['base']['layers']} base "
-          f"layers; hidden {info['hidden_size']} (compiled {ch['compiled'][1]} + anchors "
-          f"{ch['anchors'][1] - ch['anchors'][0]} + text flag + base {info['base']['hidden_size']}); vocabulary "
+          f"layers; hidden {info['hidden_size']} ({where}); vocabulary "
           f"{info['trace_token_offset']} base + {info['trace_vocab_size']} trace tokens (from "
           f"{info['trace_token_offset']}); base residual carried x{info['residual_scale']:g}, its norms x"
           f"{info['norm_compensation']:.6f}; {time.perf_counter() - t0:.1f} s", file=sys.stderr)
@@ -503,6 +510,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="merged checkpoint folder (default: BUILD/merged/NAME)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                    help="dtype of the merged weights (default: the base's)")
+    p.add_argument("--layout", choices=("auto", "shared", "separate"), default="auto",
+                   help="the merged residual: 'shared' puts the compiled channels on the base's (hidden size "
+                        "about max(compiled, base) + the few channels text must not touch), 'separate' "
+                        "side by side (compiled + base); 'auto' (default): shared wherever the compiled "
+                        "model allows it (docs/MERGE.md), else separate")
     p.add_argument("--build-dir", default=None, help=build_help)
     p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(func=cmd_merge)

@@ -37,12 +37,14 @@ vocabulary.
 import json
 import math
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
 from .errors import Netlist2TFError
+from .gadgets.ffn_threshold import K
 from .gadgets.layout import NORM_WEIGHT, SCALE, ResidualLayout
 from .outputs import check_output_folder, write_folder
 from .weightfiles import INDEX, WeightFiles, checkpoint_name, text_name, write_weights
@@ -52,6 +54,7 @@ MERGED_SEALED = ("config.json", "model.safetensors")   # sealed before merge.jso
                                                         # side's files are sealed by compile.json)
 FLAG_WEIGHT = -2.0 ** 20        # trace tokens' LM-head weight on the normalised text flag
 BASE_BLOCK = -2.0 ** 14         # base tokens' LM-head weight on the normalised constant channel
+LAYOUTS = ("auto", "shared", "separate")
 BETA_SHUT = -128.0              # compiled DeltaNet write strength on text: sigmoid(-128) == 0 exactly
 # The base's weights that write the residual stream (scaled by the residual scale with its embedding)
 WRITES = ("self_attn.o_proj.weight", "linear_attn.out_proj.weight", "mlp.down_proj.weight")
@@ -225,6 +228,254 @@ def _compensation(Db: int, D: int, eps: float) -> tuple[float, float, float]:
 
 
 # --------------------------------------------------------------------------------------------------
+# The merged residual: which channel of the merged model holds what
+
+@dataclass
+class _Channels:
+    """Where the merged residual keeps what (docs/MERGE.md): ``cmap[c]`` is the merged channel of the
+    compiled model's channel c (< P: ``one`` and the bit pairs); ``anchors`` the (merged channel,
+    value) pairs re-chosen for D; the text flag; the base channels [B0, B0 + Db).
+
+    ``separate``: [compiled | anchors | flag | base], nothing shared. ``shared``: the compiled pair
+    channels that text may see (``shared``) and the anchors overlap the base channels [0, Db); the
+    channels that must read 0 on text (``reserved``: ``one``, the b channel of every pair that the LM
+    head or a text-zero projection reads) and the flag sit after them; ``fold``: {lo: hi} of those
+    pairs, whose 1 - b side is read as ``one - b`` instead; ``clean``: every pair (hi, lo, hi shared),
+    zeroed by the last compiled FFN so that the base layers read zeros on a trace position."""
+    layout: str
+    D: int
+    cmap: list
+    anchors: tuple
+    flag: int
+    B0: int
+    reserved: tuple = ()
+    fold: dict = field(default_factory=dict)
+    clean: tuple = ()
+    beta_bound: dict = field(default_factory=dict)    # shared: {layer: per-head flag weight}
+    n_shared: int = 0
+
+    def record(self, P: int, Db: int) -> dict:
+        if self.layout == "separate":
+            return {"layout": "separate", "compiled": [0, P], "anchors": [P, self.flag], "flag": self.flag,
+                    "base": [self.B0, self.D]}
+        return {"layout": "shared", "base": [self.B0, self.B0 + Db], "shared": [0, self.n_shared],
+                "anchors": [self.anchors[0][0], self.anchors[-1][0] + 1] if self.anchors else [0, 0],
+                "reserved": [self.reserved[0], self.reserved[-1] + 1], "flag": self.flag,
+                "one": self.cmap[0], "compiled_map": list(self.cmap), "folded": len(self.fold),
+                "cleaned_pairs": len(self.clean)}
+
+
+def _separate_channels(layout: ResidualLayout, Db: int) -> _Channels:
+    new, flag = _merged_layout(layout.n_pairs, Db)
+    P = layout.first_pair + 2 * layout.n_pairs
+    return _Channels("separate", new.hidden_size, list(range(P)), new.anchors, flag, flag + 1)
+
+
+# The compiled projections that must add nothing on a text position of a shared layout, because they
+# gate a whole sublayer (an FFN's up, a DeltaNet's output gate z and decay input a). Their reads of a
+# pair's 1 - b channel are folded into ``one - b``; the b channel is then reserved.
+TEXT_ZERO = ("mlp.up_proj.weight", "linear_attn.in_proj_z.weight", "linear_attn.in_proj_a.weight")
+
+
+def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base) -> tuple[_Channels | None, list]:
+    """The shared layout for this compiled model and base, or (None, [why not, ...])."""
+    P = layout.first_pair + 2 * layout.n_pairs
+    Db = base.config["hidden_size"]
+    one = layout.one
+    pair_of = {}
+    for k in range(layout.n_pairs):
+        hi, lo = layout.pair(k)
+        pair_of[hi] = pair_of[lo] = (hi, lo)
+    why = []
+    types = cc["layer_types"]
+    attention = [i for i, t in enumerate(types) if t == "full_attention" and any(
+        bool(cpu.get(f"model.layers.{i}.self_attn.{p}_proj.weight").any()) for p in "qkvo")]
+    if attention:
+        why.append(f"compiled attention in layer(s) {attention} (a text key could out-score its match)")
+    # What must read 0 on a text position: the LM head, the text-zero projections, and the DeltaNet
+    # qkv rows that look back (a trace after text would see the text there through the convolution).
+    reads = {"lm_head.weight": cpu.get("lm_head.weight").float()[:, :P]}
+    for i, kind in enumerate(types):
+        for suffix in TEXT_ZERO:
+            if suffix.startswith("linear_attn") and kind != "linear_attention":
+                continue
+            reads[f"model.layers.{i}.{suffix}"] = cpu.get(f"model.layers.{i}.{suffix}").float()[:, :P]
+        if kind == "linear_attention":
+            conv = cpu.get(f"model.layers.{i}.linear_attn.conv1d.weight").float().squeeze(1)
+            rows = torch.nonzero((conv[:, :-1] != 0).any(dim=1)).flatten()
+            if len(rows):
+                qkv = cpu.get(f"model.layers.{i}.linear_attn.in_proj_qkv.weight").float()[:, :P]
+                reads[f"model.layers.{i}.linear_attn.in_proj_qkv.weight"] = (rows, qkv[rows])
+    kept = set()
+    for key, m in reads.items():
+        m = m[1] if isinstance(m, tuple) else m
+        for c in torch.nonzero((m != 0).any(dim=0)).flatten().tolist():
+            if c == one:
+                continue
+            if c not in pair_of:
+                why.append(f"{key} reads channel {c}, which is not a bit pair")
+                break
+            kept.add(pair_of[c][0])
+    if why:
+        return None, why
+    reserved_c = [one] + sorted(kept)
+    fold = {pair_of[h][1]: h for h in kept}
+    shared_c = [c for c in range(P) if c != one and c not in kept]
+    n_pairs = layout.n_pairs
+    n_anchor = 0
+    while True:                                   # the anchors depend on D, D on the anchors
+        n_shared = len(shared_c) + n_anchor
+        X = max(n_shared, Db)
+        D = X + len(reserved_c) + 1
+        new = ResidualLayout.build(D, n_pairs)
+        if len(new.anchors) == n_anchor:
+            break
+        n_anchor = len(new.anchors)
+    cmap = [0] * P
+    for m, c in enumerate(shared_c):
+        cmap[c] = m
+    for j, c in enumerate(reserved_c):
+        cmap[c] = X + j
+    anchors = tuple((len(shared_c) + j, v) for j, (_, v) in enumerate(new.anchors))
+    clean = tuple((hi, lo, hi not in kept) for hi, lo in (layout.pair(k) for k in range(n_pairs)))
+    ch = _Channels("shared", D, cmap, anchors, D - 1, 0, tuple(range(X, X + len(reserved_c))), fold, clean,
+                   n_shared=n_shared)
+    return ch, []
+
+
+def _fold(t: torch.Tensor, ch: _Channels, rows=None) -> torch.Tensor:
+    """A merged tensor (its last axis the merged channels) reading each folded pair's 1 - b channel
+    as ``one - b`` (equal on every trace position, where the pair holds (b, 1 - b)): exact, or None
+    when a folded weight is not exactly representable in the tensor's dtype."""
+    w = t.double()
+    sel = slice(None) if rows is None else rows
+    one = ch.cmap[0]
+    for lo, hi in ch.fold.items():
+        col = w[sel, ch.cmap[lo]].clone()
+        if not bool(col.any()):
+            continue
+        w[sel, one] += col
+        w[sel, ch.cmap[hi]] -= col
+        w[sel, ch.cmap[lo]] = 0
+    out = w.to(t.dtype)
+    return out if torch.equal(out.double(), w) else None
+
+
+def _image_bound(base) -> torch.Tensor | None:
+    """A bound on |the vision merger's output| per text channel, over every image: LayerNorm's output
+    is at most sqrt(d) |gamma| + |beta| per entry, |GELU(u)| <= |u|, and each linear map adds at most
+    |W| times the bound of its input plus |bias|. None for a base without a vision tower."""
+    if not base.multimodal or "model.visual.merger.linear_fc2.weight" not in base.skipped:
+        return None
+    get = lambda k: base.files.get(f"model.visual.merger.{k}").double()
+    gamma, beta = get("norm.weight"), get("norm.bias")
+    w1, b1, w2, b2 = get("linear_fc1.weight"), get("linear_fc1.bias"), get("linear_fc2.weight"), get("linear_fc2.bias")
+    d = gamma.shape[0]
+    L = (math.sqrt(d) * gamma.abs() + beta.abs()).repeat(w1.shape[1] // d)
+    return w2.abs() @ (w1.abs() @ L + b1.abs()) + b2.abs()
+
+
+def _beta_shut(base, ch: _Channels, Db: int, scale: float, flag_value: float, eps: float,
+               w_b: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+    """Per head, the flag weight of a compiled ``in_proj_b`` that reads shared channels: large enough
+    that the write strength's logit is at most -128 (sigmoid exactly 0) on every text position, from
+    the exact text residual of every base token (the compiled layers add nothing there, so it is the
+    embedding) and the bound on an image position's; twice that, for rounding."""
+    cols = [m for m in range(Db) if bool(w_b[:, ch.B0 + m].any())]
+    w = (w_b[:, [ch.B0 + m for m in cols]].double() * (1 + norm[[ch.B0 + m for m in cols]].double()))   # (heads, n)
+    E = base.get("model.embed_tokens.weight").double() * scale
+    worst = torch.zeros(w_b.shape[0], dtype=torch.float64)
+    for start in range(0, E.shape[0], 8192):
+        rows = E[start:start + 8192]
+        r = torch.sqrt(((rows ** 2).sum(dim=1) + flag_value ** 2) / ch.D + eps)
+        a = (rows[:, cols] @ w.T).abs() + 128 * r[:, None]
+        worst = torch.maximum(worst, a.max(dim=0).values)
+    Y = _image_bound(base)
+    if Y is not None:
+        Y = Y * scale
+        r = math.sqrt((float((Y ** 2).sum()) + flag_value ** 2) / ch.D + eps)
+        worst = torch.maximum(worst, w.abs() @ Y[cols] + 128 * r)
+    return -2 * worst / flag_value
+
+
+def _clean_last_ffn(state: dict, prefix: str, ch: _Channels, rows: list) -> None:
+    """The last compiled FFN of a shared layout leaves, on a trace position, 0 on every shared channel
+    (so the base layers read zeros) and 2b - 1 on every reserved b channel (+-1: the final residual's
+    mean square is then the same on every trace position, and the final norm can be made exactly the
+    identity; docs/MERGE.md). Its own writes to shared channels are dropped (the LM head reads only
+    reserved ones), its writes to reserved b channels doubled; a neuron relu(b) per pair writes +1 on
+    1 - b and, by b's side, -1 where b is shared or +1 where it is reserved; one constant neuron writes
+    -1 on every 1 - b and on every reserved b, and minus its value on every anchor. ``rows``: free FFN
+    rows, the pairs' then the constant's."""
+    gate, up, down = (state[prefix + n] for n in ("gate_proj.weight", "up_proj.weight", "down_proj.weight"))
+    one = ch.cmap[0]
+    if bool(down[one].any()):
+        raise Netlist2TFError("the last compiled FFN writes the constant channel")
+    shared = torch.ones(ch.D, dtype=torch.bool)
+    shared[list(ch.reserved)] = False
+    down[shared] = 0
+    down *= 2
+    for j, (hi, lo, hi_shared) in zip(rows, ch.clean):
+        gate[j, ch.cmap[hi]] = K
+        up[j, one] = 1.0 / K
+        down[ch.cmap[lo], j] = 1
+        down[ch.cmap[hi], j] = -1 if hi_shared else 1
+    j = rows[len(ch.clean)]
+    gate[j, one] = K
+    up[j, one] = 1.0 / K
+    for hi, lo, hi_shared in ch.clean:
+        down[ch.cmap[lo], j] = -1
+        if not hi_shared:
+            down[ch.cmap[hi], j] = -1
+    for c, v in ch.anchors:
+        down[c, j] = -v
+
+
+def _signed_head(H: torch.Tensor, ch: _Channels) -> torch.Tensor:
+    """The compiled LM head (rows: trace tokens; its columns at the merged channels, reading bits b and
+    1 - b) rewritten for the final residual of a shared layout, where a reserved pair holds z = 2b - 1
+    on its b channel and nothing on its 1 - b channel: b = (1 + z) / 2, 1 - b = (1 - z) / 2. Every
+    token's logit is the same integer (halves of 0/1 weights: exact in every dtype)."""
+    w = H.double()
+    one = ch.cmap[0]
+    for lo, hi in ch.fold.items():
+        a, b = w[:, ch.cmap[hi]].clone(), w[:, ch.cmap[lo]].clone()
+        w[:, one] += (a + b) / 2
+        w[:, ch.cmap[hi]] = (a - b) / 2
+        w[:, ch.cmap[lo]] = 0
+    out = w.to(H.dtype)
+    if not torch.equal(out.double(), w):
+        raise AssertionError("the signed LM head is not exact")
+    return out
+
+
+def _unit_norm_weight(D: int, ones: int, eps: float, dtype) -> float:
+    """The final-norm weight w, held in ``dtype``, for which the real ``Qwen3_5RMSNorm`` over D
+    channels maps a vector of ``ones`` entries +-1 (zeros elsewhere) to exactly +-1; where ``dtype``
+    holds none (bfloat16's 8 bits), the w closest to it (the output is then one short bfloat16 value
+    v: every logit an integer times v, exact as well)."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm
+
+    norm = Qwen3_5RMSNorm(D, eps=eps).to(dtype)
+    x = torch.zeros(1, D, dtype=dtype)
+    x[0, :ones] = 1
+    x[0, 0] = -1
+    r = float((x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps))[0, 1])
+    bits = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}[dtype]
+    start = torch.tensor([1 / r - 1], dtype=dtype).view(bits)
+    best = None
+    with torch.no_grad():
+        for k in range(-64, 65):
+            w = (start + k).view(dtype)
+            norm.weight.fill_(float(w))
+            y = norm(x)[0, :2].double()
+            err = abs(float(y[1]) - 1)
+            if float(y[0]) == -float(y[1]) and (best is None or err < best[0]):
+                best = (err, float(w))
+    return best[1]
+
+
+# --------------------------------------------------------------------------------------------------
 # The published multimodal layout: the vision tower, the MTP head, the tokenizer
 
 MERGER_OUT = ("model.visual.merger.linear_fc2.weight", "model.visual.merger.linear_fc2.bias")
@@ -251,7 +502,7 @@ def _carry_multimodal(base, D: int, B0: int, flag: int, scale: float, flag_value
                                       f"text hidden size is {base.config['hidden_size']} (vision_config.out_hidden_size "
                                       f"{vision.get('out_hidden_size')!r}); the vision tower must feed the text model")
             placed = torch.zeros((D,) + tuple(t.shape[1:]), dtype=dtype)
-            placed[B0:] = t.to(dtype) * scale
+            placed[B0:B0 + t.shape[0]] = t.to(dtype) * scale
             if key.endswith("bias"):
                 placed[flag] = flag_value
             out[key] = placed
@@ -326,19 +577,19 @@ def _tokenizer_files(base_folder: Path, names: list, offset: int) -> tuple[dict,
 # The merge
 
 def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dtype | None = None,
-                      log=None, force: bool = False) -> dict:
+                      log=None, force: bool = False, layout: str = "auto") -> dict:
     """Write the merged checkpoint to ``out_folder`` (replaced atomically; a folder that is not one of
     ours is refused unless ``force``: netlist2tf.outputs); returns merge.json's dict.
 
     Raises Netlist2TFError naming every geometry number that differs, a weight that is missing or
     misshapen, or a compiled model whose layers touch channels outside its pairs."""
-    from safetensors.torch import save_file
     from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 
     from .emit import read_checkpoint, seal
     from .hf import token_names
 
     log = log or (lambda msg: None)
+    layout_name = layout
     compiled_folder, base_folder, out_folder = Path(compiled_folder), Path(base_folder), Path(out_folder)
     check_output_folder(out_folder, "--out", force)
     if (compiled_folder / "merge.json").is_file():
@@ -371,86 +622,152 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         raise Netlist2TFError(f"{compiled_folder}: {exc}")
     P = layout.first_pair + 2 * layout.n_pairs
     Db, Dc = bc["hidden_size"], cc["hidden_size"]
-    new, flag = _merged_layout(layout.n_pairs, Db)
-    D = new.hidden_size
-    B0 = flag + 1
-    I = max(cc["intermediate_size"], bc["intermediate_size"])
     Vb, Vt = bc["vocab_size"], cc["vocab_size"]
     dtype = dtype or base.dtype
-    scale, flag_value, comp = _compensation(Db, D, bc["rms_norm_eps"])
-    log(f"merged residual: {P} compiled channels + {len(new.anchors)} anchors + flag + {Db} base = {D}")
+    eps = bc["rms_norm_eps"]
+    n_cpu = len(cc["layer_types"])
+    if layout_name not in LAYOUTS:
+        raise Netlist2TFError(f"--layout {layout_name!r}: choose one of {', '.join(LAYOUTS)}")
+    ch, why = None, ["--layout separate"]
+    if layout_name != "separate":
+        ch, why = _shared_channels(cpu, layout, cc, base)
+        if ch is None and layout_name == "shared":
+            raise Netlist2TFError(f"{compiled_folder} cannot share residual channels with the base: "
+                                  + "; ".join(why) + "; merge with --layout separate (or auto)")
+    if ch is None:
+        ch = _separate_channels(layout, Db)
+    D, flag, B0 = ch.D, ch.flag, ch.B0
+    one = ch.cmap[layout.one]
+    scale, flag_value, comp = _compensation(Db, D, eps)
+    cmap = torch.tensor(ch.cmap)
+    clean_rows = len(ch.clean) + 1 if ch.clean else 0
+    last = f"model.layers.{n_cpu - 1}.mlp."
+    busy = (cpu.get(last + "gate_proj.weight").any(dim=1) | cpu.get(last + "up_proj.weight").any(dim=1)
+            | cpu.get(last + "down_proj.weight").any(dim=0))
+    free = torch.nonzero(~busy).flatten().tolist()
+    I = max(cc["intermediate_size"], bc["intermediate_size"])
+    free += list(range(cc["intermediate_size"], I))
+    if clean_rows > len(free):
+        free += list(range(I, I + clean_rows - len(free)))
+        I = free[-1] + 1
+    if ch.layout == "shared":
+        log(f"merged residual, shared: {ch.n_shared} compiled channels ({len(ch.anchors)} anchors) on the "
+            f"base's {Db}, then {len(ch.reserved)} reserved (one, {len(ch.fold)} b channels read on text "
+            f"positions) + flag = {D} (+{100 * (D - Db) / Db:.2f} %); the last compiled FFN clears "
+            f"{len(ch.clean)} pairs")
+    else:
+        log(f"merged residual, separate ({'; '.join(why)}): {P} compiled channels + {len(ch.anchors)} anchors "
+            f"+ flag + {Db} base = {D}")
 
-    def place(t: torch.Tensor, axes, hidden_at: int, width: int, key: str) -> torch.Tensor:
-        """``t`` in a zero tensor of the merged shape: its hidden axes' first ``width`` entries at
-        ``hidden_at``, its intermediate axis from 0; the compiled model's channels beyond ``width``
-        must be zero (nothing else may read or write them)."""
+    def place(t: torch.Tensor, axes, key: str, hidden=None) -> torch.Tensor:
+        """``t`` in a zero tensor of the merged shape: a compiled tensor's channels c < P at
+        ``cmap[c]`` (its channels beyond must be zero: nothing else may read or write them), a base
+        tensor's (``hidden`` = B0) at B0..; its intermediate axis from 0."""
         shape = tuple(D if a == "H" else I if a == "I" else n for a, n in zip(axes, t.shape))
         out = torch.zeros(shape, dtype=dtype)
         src = t.to(dtype)
         idx = []
-        for a, n in zip(axes, t.shape):
-            if a == "H":
-                if width < n and bool(src.narrow(len(idx), width, n - width).any()):
+        for d, (a, n) in enumerate(zip(axes, t.shape)):
+            if a != "H":
+                idx.append(torch.arange(n))
+            elif hidden is not None:
+                idx.append(torch.arange(hidden, hidden + n))
+            else:
+                if P < n and bool(src.narrow(d, P, n - P).any()):
                     raise Netlist2TFError(f"{compiled_folder}: {key} uses residual channels beyond the "
                                           f"bit pairs; it cannot be merged")
-                src = src.narrow(len(idx), 0, width)
-                idx.append(slice(hidden_at, hidden_at + width))
-            else:
-                idx.append(slice(0, src.shape[len(idx)]))
-        out[tuple(idx)] = src
+                src = src.narrow(d, 0, P)
+                idx.append(cmap)
+        if len(idx) == 1:
+            out[idx[0]] = src
+        else:
+            out[idx[0][:, None], idx[1][None, :]] = src
         return out
 
+    def folded(t: torch.Tensor, key: str, rows=None) -> torch.Tensor:
+        out = _fold(t, ch, rows)
+        if out is None:
+            raise Netlist2TFError(f"{compiled_folder}: {key} read as `one - b` on the shared layout is not "
+                                  f"exact in {dtype}; merge with --layout separate")
+        return out
+
+    def compiled_norm(t: torch.Tensor) -> torch.Tensor:
+        w = torch.zeros(D, dtype=torch.float64)
+        w[cmap] = t[:P].double()
+        if ch.layout == "separate":
+            w[P:flag] = NORM_WEIGHT
+        for c, _ in ch.anchors:
+            w[c] = NORM_WEIGHT
+        return w
+
     state = {}
-    n_cpu = len(cc["layer_types"])
     for i, kind in enumerate(cc["layer_types"]):
         for suffix, axes in table[kind].items():
             key = f"model.layers.{i}.{suffix}"
             t = cpu.get(key)
             if axes == ("H",):                     # a decoder RMSNorm: identity weight on the pairs
-                w = torch.zeros(D, dtype=torch.float64)
-                w[:P] = t[:P].double()
-                w[P:flag] = NORM_WEIGHT
-                state[key] = w
+                state[key] = compiled_norm(t)
+                continue
+            state[key] = place(t, axes, key)
+            if ch.layout == "shared" and suffix in TEXT_ZERO:
+                state[key] = folded(state[key], key)
+        if kind != "linear_attention":
+            continue
+        p = f"model.layers.{i}.linear_attn."
+        if ch.layout == "shared":
+            conv = state[p + "conv1d.weight"].squeeze(1)
+            rows = torch.nonzero((conv[:, :-1] != 0).any(dim=1)).flatten()
+            if len(rows):
+                state[p + "in_proj_qkv.weight"] = folded(state[p + "in_proj_qkv.weight"], p + "in_proj_qkv", rows)
+            w_b = state[p + "in_proj_b.weight"]
+            if bool(w_b[:, B0:B0 + Db].any()):
+                # The write strength reads channels that carry text: the flag must outweigh them.
+                w_b[:, flag] = _beta_shut(base, ch, Db, scale, flag_value, eps, w_b,
+                                          state[f"model.layers.{i}.input_layernorm.weight"]).to(dtype)
             else:
-                state[key] = place(t, axes, 0, P, key)
-        if kind == "linear_attention":
+                w_b[:, flag] = BETA_SHUT / flag_value
+        else:
             # A text token right after trace tokens still sees them through the short convolution, so
             # its key and value are not zero; the flag shuts its write (beta = sigmoid(-128) = 0): text
             # leaves the compiled memories exactly as the trace left them.
-            state[f"model.layers.{i}.linear_attn.in_proj_b.weight"][:, flag] = BETA_SHUT / flag_value
+            state[p + "in_proj_b.weight"][:, flag] = BETA_SHUT / flag_value
+    if ch.clean:
+        _clean_last_ffn(state, last, ch, free[:clean_rows])
     for i, kind in enumerate(bc["layer_types"]):
         for suffix, axes in table[kind].items():
             t = base.get(f"model.layers.{i}.{suffix}")
             key = f"model.layers.{n_cpu + i}.{suffix}"
             if axes == ("H",):
                 w = torch.zeros(D, dtype=torch.float64)
-                w[B0:] = (1 + t.double()) * comp - 1
+                w[B0:B0 + Db] = (1 + t.double()) * comp - 1
                 state[key] = w
             else:
-                state[key] = place(t, axes, B0, Db, key) * (scale if suffix in WRITES else 1)
+                state[key] = place(t, axes, key, hidden=B0) * (scale if suffix in WRITES else 1)
 
     # Embedding: base tokens, then trace tokens with the anchors for D'.
     E = torch.zeros(Vb + Vt, D, dtype=dtype)
-    E[:Vb, B0:] = base.get("model.embed_tokens.weight").to(dtype) * scale
+    E[:Vb, B0:B0 + Db] = base.get("model.embed_tokens.weight").to(dtype) * scale
     E[:Vb, flag] = flag_value
-    E[Vb:, :P] = emb[:, :P].to(dtype)
-    for ch, v in new.anchors:
-        E[Vb:, ch] = v
+    E[Vb:, cmap] = emb[:, :P].to(dtype)
+    for c, v in ch.anchors:
+        E[Vb:, c] = v
     if not bool(((E[Vb:].double() ** 2).sum(dim=1) == SCALE * SCALE * D).all()):
         raise AssertionError("merged anchors do not make every trace position's mean square 64")
     state["model.embed_tokens.weight"] = E
     head = base.get("model.embed_tokens.weight" if base.tied and "lm_head.weight" not in base.keys
                     else "lm_head.weight")
     H = torch.zeros(Vb + Vt, D, dtype=dtype)
-    H[:Vb, B0:] = head.to(dtype)
-    H[:Vb, layout.one] = BASE_BLOCK
-    H[Vb:] = place(cpu.get("lm_head.weight"), ("V", "H"), 0, P, "lm_head.weight")[:Vt]
+    H[:Vb, B0:B0 + Db] = head.to(dtype)
+    H[:Vb, one] = BASE_BLOCK
+    trace_head = place(cpu.get("lm_head.weight"), ("V", "H"), "lm_head.weight")[:Vt]
+    H[Vb:] = _signed_head(trace_head, ch) if ch.layout == "shared" else trace_head
     H[Vb:, flag] = FLAG_WEIGHT
     state["lm_head.weight"] = H
-    norm = torch.zeros(D, dtype=torch.float64)
-    norm[:P] = cpu.get("model.norm.weight")[:P].double()
-    norm[P:flag] = NORM_WEIGHT
-    norm[B0:] = (1 + base.get("model.norm.weight").double()) * comp - 1
+    norm = compiled_norm(cpu.get("model.norm.weight"))
+    if ch.layout == "shared":       # the final residual of a trace position: +-1 on `one` and the reserved b's
+        norm[:] = 0
+        norm[list(ch.reserved)] = _unit_norm_weight(D, len(ch.reserved), eps, dtype)
+    norm[B0:B0 + Db] = (1 + base.get("model.norm.weight").double()) * comp - 1
     state["model.norm.weight"] = norm
 
     cfg = {k: v for k, v in bc.items() if k not in ("architectures", "transformers_version", "dtype",
@@ -481,7 +798,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
                      "vocab_size": Vb, "multimodal": base.multimodal, "tied_embeddings": base.tied,
                      "carried": sorted(carried)},
             "compiled": {"folder": str(compiled_folder), "hidden_size": Dc, "layers": n_cpu},
-            "channels": {"compiled": [0, P], "anchors": [P, flag], "flag": flag, "base": [B0, D]},
+            "layout": ch.layout, "channels": ch.record(P, Db),
             "layers": {"compiled": [0, n_cpu], "base": [n_cpu, n_cpu + len(bc["layer_types"])]},
             "residual_scale": scale, "text_flag": flag_value, "norm_compensation": comp, "hidden_size": D, "intermediate_size": I,
             "dtype": config.dtype}

@@ -76,19 +76,44 @@ def test_text_logits_are_the_base_models(merged):
     assert torch.equal(outs[0], outs[1])
 
 
-def test_base_weights_keep_their_values(merged):
+@pytest.fixture(scope="module")
+def merged_separate(merged, tmp_path_factory):
+    """``merged``'s compiled model and base merged with ``--layout separate`` (nothing shared)."""
+    base, compiled, _, _ = merged
+    out = tmp_path_factory.mktemp("merge-separate") / "merged"
+    return base, compiled, out, merge_checkpoints(compiled, base, out, layout="separate")
+
+
+def _trace_vectors(compiled, n: int = 64) -> torch.Tensor:
+    """n residual vectors a trace position of the compiled model can hold where a layer reads it:
+    channel 0 the constant 1, every bit pair (2k + 1, 2k + 2) random (b, 1 - b), the rest 0 (the
+    compiled weights read nothing else: the merge checks it). Float64, (n, P)."""
+    emb = safe_open(str(compiled / "model.safetensors"), "pt").get_tensor("model.embed_tokens.weight")
+    anchors = int(((emb == emb[0]).all(dim=0) & (emb[0] >= 2)).nonzero()[0])
+    bits = torch.randint(0, 2, (n, (anchors - 1) // 2), generator=torch.Generator().manual_seed(4)).double()
+    x = torch.zeros(n, anchors, dtype=torch.float64)
+    x[:, 0] = 1
+    x[:, 1::2], x[:, 2::2] = bits, 1 - bits
+    return x
+
+
+@pytest.mark.parametrize("which", ["merged", "merged_separate"], ids=["shared", "separate"])
+def test_base_weights_keep_their_values(which, request):
     """Every base tensor is in the merged file at its layer and channels, bit for bit (the embedding and
     the residual-writing projections times the residual scale, a power of two: exact), the norms
-    compensated; nothing else of a base layer is non-zero; the compiled layers hold the compiled
-    tensors on the compiled channels."""
-    base, compiled, out, info = merged
+    compensated; nothing else of a base layer is non-zero. Every compiled tensor computes, on every
+    residual a trace position can hold (mapped to the merged channels), what it computed in the
+    compiled model, in float64; on the shared layout the last compiled FFN also leaves 0 on every
+    channel the base reads, and the compiled tensors that gate a sublayer read nothing text carries."""
+    base, compiled, out, info = request.getfixturevalue(which)
     b = safe_open(str(base / "model.safetensors"), "pt")
     c = safe_open(str(compiled / "model.safetensors"), "pt")
     m = safe_open(str(out / "model.safetensors"), "pt")
     s, comp = info["residual_scale"], info["norm_compensation"]
     assert s in (1, 2, 4, 8, 16)
-    lo, hi = info["channels"]["base"]
-    P = info["channels"]["compiled"][1]
+    ch = info["channels"]
+    assert info["layout"] == ch["layout"] == which.replace("merged_", "").replace("merged", "shared")
+    lo, hi = ch["base"]
     n_cpu = info["layers"]["compiled"][1]
     checked = 0
     for key in b.keys():
@@ -101,12 +126,11 @@ def test_base_weights_keep_their_values(merged):
         got = m.get_tensor(mkey)
         if key.endswith("layernorm.weight") or key == "model.norm.weight":
             assert torch.allclose(1 + got[lo:hi].double(), (1 + t.double()) * comp, rtol=1e-6, atol=0)
-            assert not got[:lo].any() or key == "model.norm.weight"
+            assert key == "model.norm.weight" or (not got[:lo].any() and not got[hi:].any())
             continue
         if key == "model.embed_tokens.weight":
             assert torch.equal(got[:BASE_VOCAB, lo:hi], t * s)
             assert torch.equal(m.get_tensor("lm_head.weight")[:BASE_VOCAB, lo:hi], t)   # untied
-            assert not got[BASE_VOCAB:, lo:hi].any()
             checked += 1
             continue
         want = t * s if rest.endswith(WRITES) else t
@@ -119,19 +143,71 @@ def test_base_weights_keep_their_values(merged):
         assert not outside.any(), key
         checked += 1
     assert checked > 20
+
+    x = _trace_vectors(compiled)
+    P = x.shape[1]
+    cmap = torch.tensor(ch["compiled_map"] if ch["layout"] == "shared" else list(range(P)))
+    xm = torch.zeros(len(x), info["hidden_size"], dtype=torch.float64)
+    xm[:, cmap] = x
+    a0, a1 = ch["anchors"]                                   # and the merged anchors
+    xm[:, a0:a1] = m.get_tensor("model.embed_tokens.weight")[BASE_VOCAB, a0:a1].double()
+    unused = torch.ones(info["hidden_size"], dtype=torch.bool)
+    unused[cmap] = False
+    unused[ch["flag"]] = False
+    last = f"model.layers.{n_cpu - 1}.mlp."
+    reads = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "in_proj_qkv.weight", "in_proj_z.weight",
+             "in_proj_b.weight", "in_proj_a.weight", "gate_proj.weight", "up_proj.weight")
     for key in c.keys():
-        if key.startswith("model.layers.") and key.endswith("proj.weight"):
-            t, got = c.get_tensor(key), m.get_tensor(key)
-            if t.shape[-1] == 384 and key.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight",
-                                                     "in_proj_qkv.weight", "in_proj_z.weight",
-                                                     "in_proj_b.weight", "in_proj_a.weight",
-                                                     "gate_proj.weight", "up_proj.weight")):
-                flag = info["channels"]["flag"]
-                assert torch.equal(got[:t.shape[0], :P], t[:, :P]), key
-                assert not got[:, P:flag].any() and not got[:, flag + 1:].any(), key
-                shut = got[:, flag] * info["text_flag"]              # the text flag shuts DeltaNet writes
-                assert (shut == 0).all() if "in_proj_b" not in key else torch.allclose(
-                    shut, torch.full_like(shut, -128.0), rtol=1e-6), key
+        t, got = c.get_tensor(key).double(), m.get_tensor(key).double()
+        if not key.startswith("model.layers.") or t.dim() != 2 or (ch["layout"] == "shared" and key.startswith(last)):
+            continue
+        if key.endswith(reads):
+            assert torch.equal(got[:len(t)] @ xm.T, t[:, :P] @ x.T), key
+            assert not got[len(t):].any() and not got[:, unused].any(), key
+            if "in_proj_b" not in key:
+                assert not got[:, ch["flag"]].any(), key
+            else:   # the text flag shuts DeltaNet writes: on every base token (the compiled layers'
+                    # input there is its embedding) the write strength's logit is <= -128 (sigmoid 0)
+                e = m.get_tensor("model.embed_tokens.weight").double()[:BASE_VOCAB]
+                w = m.get_tensor(key.replace("linear_attn.in_proj_b", "input_layernorm")).double()
+                xhat = e * torch.rsqrt((e ** 2).mean(dim=1, keepdim=True) + 1e-6) * (1 + w)
+                assert (xhat @ got.T <= -128).all(), key
+        elif key.endswith("proj.weight"):                        # writes the residual
+            assert torch.equal(got[cmap, :t.shape[1]], t[:P]), key
+            rest = got.clone()
+            rest[cmap, :t.shape[1]] = 0
+            assert not rest.any(), key
+    for key in ("model.embed_tokens.weight", "lm_head.weight"):
+        t, got = c.get_tensor(key).double(), m.get_tensor(key).double()[BASE_VOCAB:]
+        if key == "lm_head.weight":
+            if ch["layout"] == "separate":               # (shared: on the final residual, below)
+                assert torch.equal(got @ xm.T, t[:, :P] @ x.T)
+        else:
+            assert torch.equal(got[:, cmap], t[:, :P]) and (got ** 2).mean(dim=1).eq(64).all()
+    if ch["layout"] == "shared":
+        # On a real trace: the last compiled FFN leaves 0 on every channel the base reads and 2b - 1 on
+        # the reserved b channels; the logits over the trace vocabulary are the compiled model's, bit for bit.
+        from transformers import AutoModelForCausalLM
+
+        _, protocol, netlist, inits, meta, _ = load_merged(out)
+        ids = torch.tensor(expected_tokens(protocol, netlist, inits, 12, 1, 4, meta["initial_memory"])[0])
+        runs = []
+        for folder, offset in ((compiled, 0), (out, BASE_VOCAB)):
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+            seen = []
+            hook = model.model.layers[n_cpu - 1].mlp.register_forward_hook(
+                lambda mod, args, result: seen.append((args[0] + result).double()))   # its input is the residual
+            with torch.no_grad():
+                logits = model(input_ids=ids + offset).logits
+            hook.remove()
+            runs.append((seen[0][0], logits[0, :, offset:offset + info["trace_vocab_size"]]))
+        (want, logits_c), (after, logits_m) = runs
+        reserved = torch.arange(*ch["reserved"])
+        assert not after[:, :reserved[0]].any()          # the base reads zeros on a trace position
+        cols = [int((cmap == r).nonzero()) for r in reserved]
+        assert torch.equal(after[:, reserved], 2 * want[:, cols] - 1)       # one: 1; each reserved b: 2b - 1
+        assert torch.equal(logits_m, logits_c)
+        assert info["hidden_size"] < 384 + P                 # not the sum of both widths
 
 
 @pytest.mark.parametrize("dtype,prefill,batch,prefix", [
@@ -186,7 +262,7 @@ def test_a_base_token_winning_is_caught(merged):
     with torch.no_grad():
         keep = lm[:BASE_VOCAB].clone()
         lm[:BASE_VOCAB] = 0            # base tokens now score 0 at trace positions: they win ties
-        lm[5, 0] = 1e6                 # and base token 5 wins outright
+        lm[5, info["channels"].get("one", 0)] = 1e6       # and base token 5 wins outright (`one`: 1 on a trace)
         try:
             div, _ = verify_model(model, protocol, netlist, inits, 5, 1, 0,
                                   initial_memory=meta["initial_memory"])
@@ -244,7 +320,8 @@ def test_multimodal_base_round_trip(merged_multimodal):
     doc = json.loads((out / "config.json").read_text())
     assert doc["model_type"] == "qwen3_5" and doc["architectures"] == ["Qwen3_5ForConditionalGeneration"]
     D, (B0, end), flag, s = info["hidden_size"], info["channels"]["base"], info["channels"]["flag"], info["residual_scale"]
-    assert doc["text_config"]["hidden_size"] == doc["vision_config"]["out_hidden_size"] == D == end
+    assert doc["text_config"]["hidden_size"] == doc["vision_config"]["out_hidden_size"] == D
+    assert end - B0 == 384
     assert doc["text_config"]["mtp_num_hidden_layers"] == 1 and doc["tie_word_embeddings"] is False
     assert (out / INDEX).is_file() and len(info["sealed"]) > 3
     before, after = _tensors(base), _tensors(out)
@@ -253,11 +330,12 @@ def test_multimodal_base_round_trip(merged_multimodal):
     for k in outside:
         if k.startswith("model.visual.merger.linear_fc2."):
             t = after[k]
-            assert t.shape[0] == D and torch.equal(t[B0:], before[k] * s), k
-            rest = t[:B0]
+            assert t.shape[0] == D and torch.equal(t[B0:end], before[k] * s), k
+            rest = t.clone()
+            rest[B0:end] = 0
             if k.endswith("bias"):
                 assert float(t[flag]) == float(torch.tensor(info["text_flag"], dtype=t.dtype))
-                rest = torch.cat([t[:flag], t[flag + 1:B0]])
+                rest[flag] = 0
             assert not rest.any(), k
         else:
             assert after[k].dtype == before[k].dtype and torch.equal(after[k], before[k]), k
