@@ -30,7 +30,7 @@ from netlist2tf.driver import compile_netlist
 from netlist2tf.emit import emit_checkpoint, load_checkpoint
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
-from netlist2tf.merge import load_merged, make_base, merge_checkpoints
+from netlist2tf.merge import _compiled_layout, _merged_layout, load_merged, make_base, merge_checkpoints
 from netlist2tf.plan import CompileSettings
 from netlist2tf.verify import verify_teacher_forced
 
@@ -80,16 +80,19 @@ def geometry_rows(args, root, result):
     print(f"{args.design} compiled onto each geometry ({args.layers} layers) in front of a random base of "
           f"{args.geometry_layers} layers, vocabulary {vocab}, one vision block; text: 4 x 64 random tokens, "
           f"KL per position (nats), oracle the base in float64")
-    print("| geometry | base parameters | merged parameters | overhead | base hidden | merged hidden | "
+    print("overhead floor: the compiled layers at the base's own shapes plus the trace tokens' embedding and "
+          "LM-head rows, over the base; 'separate hidden': what the side-by-side layout would need")
+    print("| geometry | base parameters | merged parameters | overhead | overhead floor | layout | base hidden | "
+          "merged hidden | hidden + | separate hidden | "
           "KL fp32 floor | KL batch floor | KL fp32 merged | merged / floor | KL bf16 floor | KL bf16 merged | trace tokens/s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name in args.geometries.split(","):
         base = make_geometry_base(root / name, name, layers=args.geometry_layers, vocab_size=vocab, vision_depth=1,
                                   shard_bytes=1 << 30)
         target = Target.from_config_json(base, layers=args.layers)
         compiled = assemble(parse_netlist(result.json_text), layers=args.layers, target=target)
         folder = emit_checkpoint(compiled, result.json_text, root / f"{name}-compiled")
-        merge_checkpoints(folder, base, root / f"{name}-merged")
+        info = merge_checkpoints(folder, base, root / f"{name}-merged", layout=args.layout)
         merged = root / f"{name}-merged"
         ids = torch.randint(0, vocab - 6, (4, 64), generator=torch.Generator().manual_seed(1))
         exact = log_probs(base, ids, torch.float64)
@@ -99,10 +102,41 @@ def geometry_rows(args, root, result):
         bf_floor = kl(exact, log_probs(base, ids, torch.bfloat16))
         bf_ours = kl(exact, log_probs(merged, ids, torch.bfloat16))
         nb, nm = parameters(base), parameters(merged)
+        lower = floor_parameters(base, compiled_types(folder), info["trace_vocab_size"])
         speed = trace_speed(*load_merged(merged)[:5], args.cycles)
-        print(f"| {name} | {nb:,} | {nm:,} | {100 * (nm - nb) / nb:+.1f} % | {target.hidden_size} | "
-              f"{json.loads((merged / 'merge.json').read_text())['hidden_size']} | {floor:.2e} | {batch_floor:.2e} | "
-              f"{ours:.2e} | {ours / floor:.2f} | {bf_floor:.2e} | {bf_ours:.2e} | {speed:,.0f} |", flush=True)
+        Db, D = target.hidden_size, info["hidden_size"]
+        separate = _merged_layout(_pairs(folder), Db)[0].hidden_size
+        print(f"| {name} | {nb:,} | {nm:,} | {100 * (nm - nb) / nb:+.1f} % | {100 * lower / nb:+.1f} % | "
+              f"{info['layout']} | {Db:,} | {D:,} | {100 * (D - Db) / Db:+.2f} % | {separate:,} | {floor:.2e} | "
+              f"{batch_floor:.2e} | {ours:.2e} | {ours / floor:.2f} | {bf_floor:.2e} | {bf_ours:.2e} | {speed:,.0f} |",
+              flush=True)
+
+
+def _pairs(folder) -> int:
+    """The compiled model's bit pairs, read back from its embedding (as the merge does)."""
+    from safetensors import safe_open
+    emb = safe_open(str(Path(folder) / "model.safetensors"), "pt").get_tensor("model.embed_tokens.weight").float()
+    return _compiled_layout(emb).n_pairs
+
+
+def compiled_types(folder) -> list:
+    return json.loads((Path(folder) / "config.json").read_text())["layer_types"]
+
+
+def floor_parameters(base, types, trace_vocab: int) -> int:
+    """The parameters the compiled layers cannot do without at the base's shapes: one base layer of
+    each compiled layer's type, plus the trace tokens' embedding and LM-head rows."""
+    from netlist2tf.weightfiles import WeightFiles
+    files = WeightFiles(base)
+    per_type = {}
+    cfg = json.loads((Path(base) / "config.json").read_text())
+    text = cfg.get("text_config", cfg)
+    for i, kind in enumerate(text["layer_types"]):
+        if kind in per_type:
+            continue
+        per_type[kind] = sum(files.get(k).numel() for k in files.keys()
+                             if f"layers.{i}." in k and not k.startswith(("mtp.", "model.visual.")))
+    return sum(per_type[t] for t in types) + 2 * trace_vocab * text["hidden_size"]
 
 
 def main():
@@ -113,6 +147,7 @@ def main():
     ap.add_argument("--cycles", type=int, default=200, help="teacher-forced cycles timed")
     ap.add_argument("--geometries", help="published geometries to measure on instead (comma-separated)")
     ap.add_argument("--geometry-layers", type=int, default=4, help="layers of the geometry-shaped bases")
+    ap.add_argument("--layout", default="auto", choices=("auto", "shared", "separate"), help="the merge's --layout")
     args = ap.parse_args()
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="merge-bench-"))

@@ -1,7 +1,12 @@
 """Merge: a compiled checkpoint's layers in front of a Qwen3.5 checkpoint (DESIGN.md 1d and 3, step 7).
 
-The merged model is one ``Qwen3_5ForCausalLM`` whose residual stream is the compiled model's channels
-followed by the base model's (docs/MERGE.md)::
+Two residual layouts (docs/MERGE.md). The default, *shared* (``_shared_channels``, used wherever the
+compiled model allows it), lays the compiled channels that text may see over the base's and adds only
+``one``, the bit channels read on text positions and the text flag; the last compiled FFN then clears
+the shared channels on trace positions. The *separate* layout, described here, keeps them apart.
+
+In the separate layout the merged model is one ``Qwen3_5ForCausalLM`` whose residual stream is the
+compiled model's channels followed by the base model's::
 
     [0, P)            the compiled model's constant channel and bit pairs (P = 1 + 2 * pairs)
     [P, F)            anchors, re-chosen so that sum(x**2) == 64 * D' on every trace position
@@ -327,8 +332,12 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base) -> tuple[_Chan
         n_shared = len(shared_c) + n_anchor
         X = max(n_shared, Db)
         D = X + len(reserved_c) + 1
-        new = ResidualLayout.build(D, n_pairs)
-        if len(new.anchors) == n_anchor:
+        try:
+            new = ResidualLayout.build(D, n_pairs)
+        except Netlist2TFError:                   # not room for D's anchors yet
+            n_anchor += 1
+            continue
+        if len(new.anchors) <= n_anchor:
             break
         n_anchor = len(new.anchors)
     cmap = [0] * P

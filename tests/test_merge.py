@@ -503,3 +503,37 @@ def test_a_base_tokenizer_that_cannot_take_the_trace_tokens_is_refused(merged, m
     with pytest.raises(Netlist2TFError, match="tokenizer files are not what"):
         merge_checkpoints(merged[1], base, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, tmp_path):
+    """The shared layout's conditions, on the real compiled FIFO with one tensor changed: as compiled
+    it shares; a non-zero compiled attention projection (a text key could out-score a match) makes it
+    refuse, naming why (`auto` then merges side by side); an FFN `up` that reads one more bit pair
+    reserves that pair's b channel (the residual one channel wider)."""
+    from netlist2tf.merge import _Checkpoint, _compiled_layout, _shared_channels
+
+    base, compiled, _, _ = merged
+    cpu, b = _Checkpoint(compiled, "compiled checkpoint"), _Checkpoint(base, "base checkpoint")
+    layout = _compiled_layout(cpu.get("model.embed_tokens.weight").float())
+    shared, why = _shared_channels(cpu, layout, cpu.config, b)
+    assert shared is not None and why == [] and shared.D < 384 + 2 * layout.n_pairs
+
+    def changed(key, change):
+        get = cpu.get
+        cpu.get = lambda k: change(get(k)) if k == key else get(k)
+        try:
+            return _shared_channels(cpu, layout, cpu.config, b)
+        finally:
+            cpu.get = get
+
+    full = cpu.config["layer_types"].index("full_attention")
+    ch, why = changed(f"model.layers.{full}.self_attn.q_proj.weight", lambda t: t + 1)
+    assert ch is None and why == [f"compiled attention in layer(s) [{full}] (a text key could out-score its match)"]
+    hi, lo = next(p for p in (layout.pair(k) for k in range(layout.n_pairs))
+                  if shared.cmap[p[0]] < shared.n_shared)                   # a pair text may see
+    ch, why = changed("model.layers.0.mlp.up_proj.weight", lambda t: t.index_fill(1, torch.tensor([lo]), 1.0))
+    assert why == [] and len(ch.reserved) == len(shared.reserved) + 1 and ch.fold[lo] == hi
+    assert ch.cmap[hi] in ch.reserved and ch.cmap[lo] < ch.n_shared
+    with pytest.raises(Netlist2TFError, match="--layout"):
+        merge_checkpoints(compiled, base, tmp_path / "x", layout="bogus")
+    assert not (tmp_path / "x").exists()
