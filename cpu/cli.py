@@ -51,7 +51,7 @@ def _run_netlist(image, ram_size, max_steps, trace):
 
 
 def _run_model(image, ram_size, max_steps, trace, dtype=None, batch=1, prefill=True,
-               decoding="speculative", threads=None, checkpoint=None, executor="stock"):
+               decoding="speculative", threads=None, checkpoint=None, executor="stock", text_prefix=0):
     """``decoding``: "speculative" (the netlist simulator drafts, the model verifies every token in long
     forward calls; plain generation if it rejects one), "plain" (token-by-token greedy generation) or
     "teacher-forced" (like speculative, but a rejected token is an error: a check of the model)."""
@@ -63,13 +63,15 @@ def _run_model(image, ram_size, max_steps, trace, dtype=None, batch=1, prefill=T
     progress = build_dir() / "teacher-forced"
     if decoding == "teacher-forced":
         results = check_model_batch(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
-                                    resume_dir=progress, checkpoint=checkpoint, executor=executor)
+                                    resume_dir=progress, checkpoint=checkpoint, executor=executor,
+                                    text_prefix=text_prefix)
     elif decoding == "speculative":
         results = run_model_speculative(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
-                                        resume_dir=progress, checkpoint=checkpoint, executor=executor)
+                                        resume_dir=progress, checkpoint=checkpoint, executor=executor,
+                                        text_prefix=text_prefix)
     else:
         results = run_model_batch(images, ram_size, max_steps, trace, dtype=dtype, prefill=prefill,
-                                  checkpoint=checkpoint, executor=executor)
+                                  checkpoint=checkpoint, executor=executor, text_prefix=text_prefix)
     first = results[0]
     for row, r in enumerate(results[1:], 1):
         if (r.console, r.halt, r.records) != (first.console, first.halt, first.records):
@@ -139,9 +141,12 @@ def _configured_engine(args):
     engine = _engine(args.engine)
     batch, token_by_token = getattr(args, "batch", None), getattr(args, "token_by_token", False)
     if args.engine != "model" and (args.dtype or batch or token_by_token or args.teacher_forced or args.threads
-                                   or args.plain or args.checkpoint or args.executor):
+                                   or args.plain or args.checkpoint or args.executor or args.text_prefix):
         raise InputError("--dtype, --batch, --plain, --token-by-token, --teacher-forced, --threads, "
-                         "--checkpoint and --executor are options of --engine model")
+                         "--checkpoint, --executor and --text-prefix are options of --engine model")
+    if args.text_prefix and not args.checkpoint:
+        raise InputError("--text-prefix puts text before the program's trace in a merged model: give the merged "
+                         "checkpoint with --checkpoint (make one with `netlist2tf merge`)")
     if args.executor == "fast" and args.threads is not None:
         raise InputError("--threads sets torch threads of the stock forward; the fast executor runs on one")
     if args.checkpoint and not Path(args.checkpoint).is_dir():
@@ -177,7 +182,7 @@ def _configured_engine(args):
             print(f"cpu: {where_it_runs('cpu', name, why, 1 if plain else args.threads or 1)}", file=sys.stderr)
         engine = functools.partial(engine, dtype=name, batch=batch or 1, executor=args.executor or "stock",
                                    prefill=not token_by_token, decoding=decoding, threads=args.threads,
-                                   checkpoint=args.checkpoint)
+                                   checkpoint=args.checkpoint, text_prefix=args.text_prefix)
     return engine
 
 
@@ -347,6 +352,9 @@ def build_parser():
                        help="model engine: run this checkpoint instead of the cached build: the compiled "
                             "CPU's folder (build/cpu-model/...) or one merged in front of a Qwen3.5 model "
                             "from it by `netlist2tf merge`")
+        p.add_argument("--text-prefix", type=count(0, 1 << 20, "--text-prefix"), default=0, metavar="N",
+                       help="model engine, merged checkpoints: run each program after N random base-vocabulary "
+                            "tokens (seeded: the same every run), i.e. a trace after text; stock transformers")
 
     run = sub.add_parser("run", help="run one program (.c or .elf)", description="run one program (.c or .elf)",
                          formatter_class=Formatter)

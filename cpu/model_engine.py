@@ -292,7 +292,7 @@ def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None) -> tuple[di
 
 
 def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=None, checkpoint=None,
-               executor: str = "stock"):
+               executor: str = "stock", text_prefix: int = 0):
     """(model, protocol, netlist, initial registers, meta, folder), loaded once per process.
 
     ``executor``: "stock" (transformers' own forward) or "fast" (netlist2tf.fast: the same weights
@@ -301,12 +301,23 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
 
     ``checkpoint``: a folder to run instead of the cached build: the compiled CPU itself, or a merged
     checkpoint made from it by ``netlist2tf merge`` (the model is then a ``netlist2tf.merge.MergedTrace``:
-    trace tokens are numbered after the base's vocabulary and the model chooses among them all)."""
+    trace tokens are numbered after the base's vocabulary and the model chooses among them all).
+    ``text_prefix``: a merged checkpoint runs every program after this many base-vocabulary tokens
+    (``netlist2tf.merge.text_prefix``: seeded, the same every run); stock transformers then (the fast
+    executor runs only trace-only prompts)."""
     from netlist2tf.emit import load_checkpoint
-    from netlist2tf.merge import is_merged, load_merged
+    from netlist2tf.merge import is_merged, load_merged, text_prefix_tokens
 
     folder = Path(checkpoint) if checkpoint else build_checkpoint(ram_size, build_dir, log)
-    key = (str(folder), str(dtype), executor)
+    if text_prefix and not is_merged(folder):
+        raise Netlist2TFError(f"--text-prefix puts base-vocabulary text before the program's trace: {folder} is "
+                              f"not a merged checkpoint (give --checkpoint a folder made by `netlist2tf merge`)")
+    if text_prefix and executor == "fast":
+        (log or (lambda msg: print(msg, file=sys.stderr)))(
+            "cpu: model: the fast executor runs only trace-only prompts (a text prefix runs the base layers); "
+            "running it with stock transformers")
+        executor = "stock"
+    key = (str(folder), str(dtype), executor, text_prefix)
     if key not in _LOADED:
         _LOADED.clear()                      # one model in memory at a time (they are large)
         if checkpoint:
@@ -330,7 +341,8 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
                         f"cpu: model: the fast executor cannot run this checkpoint ({exc}); running it with "
                         f"stock transformers")
             if loaded is None:
-                loaded = load_merged(folder, dtype)[:5] if is_merged(folder) else load_checkpoint(folder, dtype)
+                loaded = (load_merged(folder, dtype, text_prefix_tokens(folder, text_prefix))[:5]
+                          if is_merged(folder) else load_checkpoint(folder, dtype))
         except Netlist2TFError as exc:       # a damaged cache entry (a full disk, a file edited by hand)
             if checkpoint:
                 raise
@@ -344,19 +356,20 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
     return _LOADED[key]
 
 
-def _model_for(images: list, ram_size: int, dtype, build_dir, log, checkpoint=None, executor="stock"):
+def _model_for(images: list, ram_size: int, dtype, build_dir, log, checkpoint=None, executor="stock",
+               text_prefix: int = 0):
     """``load_model``'s tuple, after checking that the images fit the compiled CPU (entry point 0, RAM)."""
     entries = {img.entry for img in images}
     if len(entries) != 1 or entries != {0}:
         raise Netlist2TFError("the compiled CPU starts at address 0: every program's entry point must be 0")
     for img in images:
         check_image(img, ram_size)
-    return load_model(ram_size, dtype, build_dir, log, checkpoint, executor)
+    return load_model(ram_size, dtype, build_dir, log, checkpoint, executor, text_prefix)
 
 
 def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                     trace: bool = True, dtype=None, prefill: bool = True, build_dir=None,
-                    log=None, checkpoint=None, executor: str = "stock") -> list:
+                    log=None, checkpoint=None, executor: str = "stock", text_prefix: int = 0) -> list:
     """Run programs on the compiled CPU, one batch row each, until every one halts or retires
     ``max_steps`` instructions. Returns one RunResult per image, with three more attributes:
     ``tokens`` (generated for that row), ``prompt_tokens`` and ``checkpoint`` (the folder).
@@ -364,7 +377,7 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     from netlist2tf.host import run_model
 
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
-                                                               checkpoint, executor)
+                                                               checkpoint, executor, text_prefix)
     B = len(images)
     limit = M_CYCLES * (max_steps + 1) + 2
     decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace)
@@ -412,7 +425,7 @@ class ModelDivergence(Netlist2TFError):
 def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                       trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
                       resume_dir=None, build_dir=None, log=None, what: str = "teacher forcing",
-                      checkpoint=None, executor: str = "stock") -> list:
+                      checkpoint=None, executor: str = "stock", text_prefix: int = 0) -> list:
     """Run programs on the compiled CPU by teacher forcing instead of generation (the same result,
     7-9x faster on long programs): the netlist simulator's trace of each program is fed to the model
     in long forward calls and the model's greedy choice must equal the trace at every generated
@@ -426,7 +439,7 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
     from netlist2tf.verify import expected_tokens, verify_teacher_forced
 
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
-                                                               checkpoint, executor)
+                                                               checkpoint, executor, text_prefix)
     if getattr(model, "fast", None) is not None:
         resume_dir = None                    # the fast executor's state is not saved (it is quick to redo)
     # the cycles to check: the core's own run on the netlist simulator (the word-level netlist, fast)
@@ -513,7 +526,7 @@ def _draft_run(model, protocol, images, ram_size, max_steps, build_dir):
 def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                           trace: bool = True, dtype=None, device: str = "cpu", threads: int = 1,
                           resume_dir=None, build_dir=None, log=None, checkpoint=None,
-                          executor: str = "stock") -> list:
+                          executor: str = "stock", text_prefix: int = 0) -> list:
     """Greedy generation on the compiled CPU by speculative decoding, with the netlist simulator as the
     draft model: the simulator drafts the whole run's tokens, the model scores them in long forward
     calls (``check_model_batch``) and accepts them only if every generated token is its own greedy
@@ -529,7 +542,7 @@ def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_step
         results = check_model_batch(images, ram_size, max_steps, trace, dtype, device,
                                     threads, resume_dir, build_dir, log,
                                     what="speculative decoding: drafting", checkpoint=checkpoint,
-                                    executor=executor)
+                                    executor=executor, text_prefix=text_prefix)
         for r in results:
             r.decoding = "speculative"
         return results
@@ -537,7 +550,7 @@ def run_model_speculative(images: list, ram_size: int = MODEL_RAM_SIZE, max_step
         say(f"cpu: model: the model rejected the netlist simulator's draft ({exc}); running the "
             f"program again by plain greedy generation from the start (its own choice at every token)")
     results = run_model_batch(images, ram_size, max_steps, trace, dtype, True, build_dir, log, checkpoint,
-                              executor)
+                              executor, text_prefix)
     for r in results:
         r.decoding = "plain (the model rejected the speculative draft)"
     return results

@@ -308,7 +308,7 @@ def cmd_merge(args) -> int:
 
 def cmd_verify(args) -> int:
     from .emit import load_checkpoint
-    from .merge import is_merged, load_merged
+    from .merge import is_merged, load_merged, text_prefix_tokens
     from .verify import verify_model, verify_teacher_forced
 
     from .outputs import check_output_file
@@ -337,13 +337,7 @@ def cmd_verify(args) -> int:
     if args.executor == "fast":
         pass
     elif is_merged(args.checkpoint):
-        prefix = []
-        if args.text_prefix:
-            import numpy as np
-            from .emit import read_meta
-            info = read_meta(args.checkpoint, "merge.json")
-            gen = np.random.default_rng(args.seed)
-            prefix = gen.integers(0, info["trace_token_offset"], args.text_prefix).tolist()
+        prefix = text_prefix_tokens(args.checkpoint, args.text_prefix, args.seed)
         model, protocol, netlist, inits, meta = load_merged(args.checkpoint, _dtype(args.dtype), prefix)[:5]
     elif args.text_prefix:
         raise Netlist2TFError(f"--text-prefix puts base-vocabulary text before the trace: {args.checkpoint} "

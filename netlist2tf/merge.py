@@ -908,6 +908,17 @@ class MergedTrace:
         return SimpleNamespace(logits=torch.cat([trace, column.unsqueeze(-1)], dim=-1), cache=out.cache)
 
 
+def text_prefix_tokens(folder, n: int, seed: int = 0) -> list:
+    """n random base-vocabulary token ids of a merged checkpoint (numpy's default_rng(seed)): the
+    text put before a trace by ``verify --text-prefix`` and ``cpu run --text-prefix``."""
+    if not n:
+        return []
+    import numpy as np
+    from .emit import read_meta
+    offset = read_meta(folder, "merge.json")["trace_token_offset"]
+    return np.random.default_rng(seed).integers(0, offset, n).tolist()
+
+
 def is_merged(folder) -> bool:
     return (Path(folder) / "merge.json").is_file()
 

@@ -200,7 +200,8 @@ _PROGRESS_VERSION = 1
 
 def _fingerprint(model, rows, generated, window: int) -> str:
     """What a saved check depends on: the model's config, every weight's bytes and dtype, the device
-    type, the trace, which of its positions are checked, and the window (the forward's chunking)."""
+    type, the trace, which of its positions are checked, the window (the forward's chunking) and a
+    merged model's text prefix."""
     h = hashlib.sha256()
     h.update(json.dumps(model.config.to_dict(), sort_keys=True, default=str).encode())
     for name, t in model.state_dict().items():
@@ -211,6 +212,8 @@ def _fingerprint(model, rows, generated, window: int) -> str:
     h.update(np.asarray(rows, dtype=np.int64).tobytes())
     h.update(np.asarray(generated, dtype=np.bool_).tobytes())
     h.update(str(window).encode())
+    if getattr(model, "prefix", None):                   # a merged model's text before the trace
+        h.update(json.dumps(list(model.prefix)).encode())
     return h.hexdigest()
 
 

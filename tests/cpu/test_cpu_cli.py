@@ -127,7 +127,7 @@ def test_model_options(monkeypatch, capsysbinary, tmp_path):
     calls = []
 
     def fake(image, ram_size, max_steps, trace, dtype="float32", batch=1, prefill=True, decoding="speculative",
-             threads=None, checkpoint=None, executor="stock"):
+             threads=None, checkpoint=None, executor="stock", text_prefix=0):
         calls.append((ram_size, dtype, batch, prefill, decoding, threads))
         assert checkpoint is None or checkpoint == str(tmp_path)
         r = RunResult(console=b"hi\n", halt=Halt(Halt.EXIT, 0, exit_code=10), instructions=4, cycles=5,
@@ -211,6 +211,14 @@ def test_model_checkpoint_must_be_the_cpu(monkeypatch, tmp_path, capsys):
     assert "hdl.examples.counter:Counter" in err and "netlist2tf merge" in err
     assert cli.main(["run", str(hi), "--checkpoint", str(tmp_path)]) == 2
     assert "options of --engine model" in capsys.readouterr().err
+    # --text-prefix: a merged checkpoint's option; an unmerged folder or none is refused before loading
+    assert cli.main(["run", str(hi), "--text-prefix", "5"]) == 2
+    assert "options of --engine model" in capsys.readouterr().err
+    assert cli.main(["run", str(hi), "--engine", "model", "--text-prefix", "5"]) == 2
+    assert "give the merged checkpoint with --checkpoint" in capsys.readouterr().err
+    assert cli.main(["run", str(hi), "--engine", "model", "--checkpoint", str(tmp_path), "--text-prefix", "5"]) == 2
+    assert f"{tmp_path} is not a merged checkpoint" in capsys.readouterr().err
+    assert model_engine._LOADED == {}
 
 
 def test_checkpoint_cache_keeps_one_per_ram_size(tmp_path):

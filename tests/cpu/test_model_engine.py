@@ -27,6 +27,7 @@ from cpu.machine import Halt
 from cpu.isa_tests import ISA_TESTS, hazard_programs, ram_needed
 from cpu.model_engine import MODEL_RAM_SIZE, check_model_batch, load_model, run_model_batch
 from cpu.unicorn_ref import run_unicorn
+from netlist2tf.merge import text_prefix_tokens
 
 pytestmark = pytest.mark.xdist_group("cpu-model")
 RAM = MODEL_RAM_SIZE
@@ -321,10 +322,13 @@ def test_larger_ram_model(tmp_path_factory):
 
 
 def test_cpu_merged_in_front_of_a_qwen_model(model, tmp_path, capsys):
-    """The compiled CPU merged in front of the embedded random Qwen3.5 base (``netlist2tf merge``):
-    ``cpu run --checkpoint MERGED`` runs hi.c with every drafted token the merged model's greedy choice
-    over its whole vocabulary (1,024 base tokens + the trace tokens); output, exit code and every
-    retirement record equal unicorn's."""
+    """The compiled CPU merged in front of the embedded random Qwen3.5 base (``netlist2tf merge``, the
+    shared layout: hidden max(compiled, base) + the reserved channels, not the sum): ``cpu run
+    --checkpoint MERGED`` runs hi.c with every drafted token the merged model's greedy choice over its
+    whole vocabulary (1,024 base tokens + the trace tokens), also after 50 text tokens; output, exit
+    code and every retirement record equal unicorn's; the four hazard programs too, teacher-forced,
+    after 0 and 50 text tokens."""
+    import json
     from cpu.cli import main
     from cpu.programs import PROGRAMS_BY_NAME
     from netlist2tf import cli as n2t
@@ -339,3 +343,14 @@ def test_cpu_merged_in_front_of_a_qwen_model(model, tmp_path, capsys):
     out = capsys.readouterr()
     assert out.out.endswith("hi!\n") and "speculative decoding: every token drafted" in out.err
     assert ours.read_text() == ref.read_text()
+    info = json.loads((tmp_path / "m" / "merge.json").read_text())
+    assert info["layout"] == "shared" and info["hidden_size"] < info["compiled"]["hidden_size"] + 256
+    after = tmp_path / "after-text.trace"
+    assert main(["run", hi, "--engine", "model", "--checkpoint", str(tmp_path / "m"), "--text-prefix", "50",
+                 "--trace", str(after)]) == 10
+    assert capsys.readouterr().out.endswith("hi!\n") and after.read_text() == ref.read_text()
+    images = list(hazard_programs().values())
+    refs = [run_unicorn(img, ram_size=RAM) for img in images]
+    for prefix in (0, 50):
+        _same(check_model_batch(images, RAM, build_dir=BUILD, checkpoint=tmp_path / "m", text_prefix=prefix), refs)
+    assert load_model(RAM, checkpoint=tmp_path / "m", text_prefix=50)[0].prefix == text_prefix_tokens(tmp_path / "m", 50)
