@@ -306,6 +306,17 @@ def cmd_merge(args) -> int:
     return 0
 
 
+def _cycle_tokens(text: str) -> tuple[int, int]:
+    """``--text-between CYCLE:N``: (cycle >= 1, tokens >= 1)."""
+    try:
+        c, n = (int(v) for v in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give CYCLE:N, e.g. 10:7 (7 text tokens before cycle 10)")
+    if c < 1 or n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: the cycle and the token count must be at least 1")
+    return c, n
+
+
 def cmd_verify(args) -> int:
     from .emit import load_checkpoint
     from .merge import is_merged, load_merged, text_prefix_tokens
@@ -320,14 +331,16 @@ def cmd_verify(args) -> int:
     if not Path(args.checkpoint).is_dir():
         raise Netlist2TFError(f"{args.checkpoint}: no such checkpoint folder; give a folder written by "
                               f"`netlist2tf compile` or `netlist2tf merge`")
+    if args.text_between and (args.batch != 1 or args.resume):
+        raise Netlist2TFError("--text-between runs one batch row (--batch 1) and is not resumable (drop --resume)")
     if args.executor == "fast":
         if args.resume:
             raise Netlist2TFError("--resume saves the stock forward's cache; the fast executor's check is not "
                                   "resumable (drop --resume, or use --executor stock)")
         from .fast import FastUnsupported, load_fast_checkpoint
         try:
-            if args.text_prefix:
-                raise FastUnsupported("a text prefix runs the base layers, which the fast executor runs only "
+            if args.text_prefix or args.text_between:
+                raise FastUnsupported("text runs the base layers, which the fast executor runs only "
                                       "where they are silent (trace-only prompts)")
             model, protocol, netlist, inits, meta = load_fast_checkpoint(args.checkpoint, _dtype(args.dtype))
         except FastUnsupported as exc:
@@ -339,9 +352,21 @@ def cmd_verify(args) -> int:
     elif is_merged(args.checkpoint):
         prefix = text_prefix_tokens(args.checkpoint, args.text_prefix, args.seed)
         model, protocol, netlist, inits, meta = load_merged(args.checkpoint, _dtype(args.dtype), prefix)[:5]
-    elif args.text_prefix:
-        raise Netlist2TFError(f"--text-prefix puts base-vocabulary text before the trace: {args.checkpoint} "
-                              f"is not a merged checkpoint (make one with `netlist2tf merge`)")
+        if args.text_between:
+            from .merge import MergedTrace
+            from .verify import expected_tokens
+            late = [c for c, _ in args.text_between if c >= args.cycles]
+            if late:
+                raise Netlist2TFError(f"--text-between {late[0]}:...: the check runs cycles 0..{args.cycles - 1}; "
+                                      f"give a cycle below --cycles")
+            frames = expected_tokens(protocol, netlist, inits, args.cycles, 1, args.seed,
+                                     meta["initial_memory"])[2][0]
+            interludes = {frames[c][1]: text_prefix_tokens(args.checkpoint, n, args.seed + 1 + i)
+                          for i, (c, n) in enumerate(args.text_between)}
+            model = MergedTrace(model.model, model.offset, model.vocab, prefix, interludes)
+    elif args.text_prefix or args.text_between:
+        raise Netlist2TFError(f"--text-prefix and --text-between put base-vocabulary text in the trace: "
+                              f"{args.checkpoint} is not a merged checkpoint (make one with `netlist2tf merge`)")
     else:
         model, protocol, netlist, inits, meta = load_checkpoint(args.checkpoint, _dtype(args.dtype))
     t0 = time.perf_counter()
@@ -494,6 +519,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "non-zero entries, one position at a time: docs/FAST.md)")
     p.add_argument("--text-prefix", type=count(0, 1 << 20, "--text-prefix"), default=0, metavar="N",
                    help="merged checkpoints: put N random base-vocabulary tokens (seeded) before the trace")
+    p.add_argument("--text-between", type=_cycle_tokens, action="append", default=[], metavar="CYCLE:N",
+                   help="merged checkpoints, batch 1: put N random base-vocabulary tokens (seeded) right before "
+                        "the first token the model generates in cycle CYCLE, after which the trace goes on "
+                        "(repeatable): trace, text, trace")
     p.set_defaults(func=cmd_verify)
 
     p = parser("merge", "a compiled checkpoint's layers in front of a Qwen3.5 checkpoint")

@@ -839,10 +839,17 @@ class MergedTrace:
     argmax exactly when the model's own greedy choice over its whole vocabulary is a base token
     (ties go to the base token, as they do in ``torch.argmax`` over the full vocabulary, where base
     tokens come first). ``prefix``: base-vocabulary tokens fed before the first call's tokens (their
-    logits are not returned), to run a trace after text."""
+    logits are not returned), to run a trace after text. ``interludes``: {k: base-vocabulary tokens}
+    fed between trace tokens k - 1 and k (k counts every trace token fed, the prompt's included; batch
+    1): text in the middle of a trace, which then continues. The model's choice for trace token k is
+    its logits at token k - 1, before the text (the host keeps it across the text and feeds it after);
+    the text's own logits are not returned."""
 
-    def __init__(self, model, offset: int, vocab: int, prefix=()):
+    def __init__(self, model, offset: int, vocab: int, prefix=(), interludes=None):
         self.model, self.offset, self.vocab, self.prefix = model, offset, vocab, list(prefix)
+        self.interludes = {int(k): list(v) for k, v in (interludes or {}).items() if v}
+        if any(k < 1 for k in self.interludes):
+            raise Netlist2TFError("interludes go between trace tokens (k >= 1); text before the trace is the prefix")
         self.config = model.config
         self._end = (None, None)        # generate's last frame-end mask and its whole-vocabulary widening
 
@@ -895,12 +902,27 @@ class MergedTrace:
             raise TraceError("the merged model's greedy choice at a trace position is a base-vocabulary "
                              "token, not a trace token (the base's logits beat the compiled model's there)")
         ids = input_ids + self.offset
-        skip = 0
-        if cache is None and self.prefix:
-            pre = torch.tensor(self.prefix, dtype=ids.dtype, device=ids.device).expand(ids.shape[0], -1)
-            ids, skip = torch.cat([pre, ids], dim=1), len(self.prefix)
+        fed = 0 if cache is None else getattr(cache, "trace_fed", None)
+        T = ids.shape[1]
+        texts = {0: self.prefix} if cache is None and self.prefix else {}
+        if self.interludes:
+            if ids.shape[0] != 1:
+                raise Netlist2TFError("text between trace tokens (interludes) runs one batch row at a time")
+            if fed is None:
+                raise Netlist2TFError("a merged model with interludes continues only caches it returned")
+            texts |= {k - fed: v for k, v in self.interludes.items() if fed <= k < fed + T}
+        keep = torch.arange(T)
+        if texts:
+            pieces, at = [], 0
+            for j in sorted(texts):
+                pieces += [ids[:, at:j], torch.tensor([texts[j]], dtype=ids.dtype, device=ids.device).expand(ids.shape[0], -1)]
+                keep[j:] += len(texts[j])
+                at = j
+            ids = torch.cat(pieces + [ids[:, at:]], dim=1)
         out = self.model(input_ids=ids, cache=cache, **kw)
-        logits = out.logits[:, skip:]
+        if out.cache is not None:
+            out.cache.trace_fed = (fed or 0) + T
+        logits = out.logits[:, keep.to(out.logits.device)]
         trace = logits[..., self.offset:self.offset + self.vocab]
         best_base = logits[..., :self.offset].max(dim=-1).values
         base_wins = best_base >= trace.max(dim=-1).values
@@ -923,7 +945,7 @@ def is_merged(folder) -> bool:
     return (Path(folder) / "merge.json").is_file()
 
 
-def load_merged(folder, dtype=None, prefix=(), executor: str = "stock"):
+def load_merged(folder, dtype=None, prefix=(), executor: str = "stock", interludes=None):
     """(MergedTrace, protocol, netlist, initial registers, compile meta, merge info) of a merged
     checkpoint folder. Raises Netlist2TFError naming a missing, malformed or changed file (the trace
     side is read and checked as ``emit.load_checkpoint`` reads it; merge.json seals the merged weights
@@ -952,7 +974,8 @@ def load_merged(folder, dtype=None, prefix=(), executor: str = "stock"):
     if protocol.vocab_size != info["trace_vocab_size"]:
         raise Netlist2TFError(f"{folder}: merge.json's trace vocabulary ({info['trace_vocab_size']}) does "
                               f"not match its trace protocol ({protocol.vocab_size}); merge it again")
-    bad = [t for t in prefix if not 0 <= t < info["trace_token_offset"]]
+    bad = [t for t in list(prefix) + [t for v in (interludes or {}).values() for t in v]
+           if not 0 <= t < info["trace_token_offset"]]
     if bad:
         raise Netlist2TFError(f"text prefix tokens {bad[:5]} are not base-vocabulary tokens "
                               f"(0..{info['trace_token_offset'] - 1})")
@@ -964,7 +987,9 @@ def load_merged(folder, dtype=None, prefix=(), executor: str = "stock"):
         model = load_hf_model(folder, dtype)
     meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
                               for name, words in meta.get("initial_memory", {}).items()}
-    return (MergedTrace(model, info["trace_token_offset"], protocol.vocab_size, prefix), protocol, netlist,
+    if interludes and executor == "fast":
+        raise Netlist2TFError("the fast executor runs trace-only prompts; text between trace tokens runs stock")
+    return (MergedTrace(model, info["trace_token_offset"], protocol.vocab_size, prefix, interludes), protocol, netlist,
             meta["initial_registers"], meta, info)
 
 

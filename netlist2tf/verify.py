@@ -214,6 +214,8 @@ def _fingerprint(model, rows, generated, window: int) -> str:
     h.update(str(window).encode())
     if getattr(model, "prefix", None):                   # a merged model's text before the trace
         h.update(json.dumps(list(model.prefix)).encode())
+    if getattr(model, "interludes", None):               # and between its tokens
+        h.update(json.dumps(sorted(model.interludes.items())).encode())
     return h.hexdigest()
 
 

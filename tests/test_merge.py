@@ -227,6 +227,36 @@ def test_trace_on_the_merged_model(merged, dtype, prefill, batch, prefix):
     assert div is None and n > 0, str(div)
 
 
+@pytest.mark.parametrize("prefill", [True, False], ids=["prefill", "token-by-token"])
+def test_the_trace_continues_after_text(merged, prefill):
+    """Trace, text, trace in one sequence: text put between two frames (and in the middle of one) of
+    the FIFO's trace, the trace then goes on equal to the netlist simulator, generated (the host keeps
+    the model's pending choice across the text) and teacher-forced; at every trace position the greedy
+    choice over the whole vocabulary is the one without the text (the logits themselves are scaled: the
+    base layers now see text, and the final norm divides by a larger mean square)."""
+    from netlist2tf.merge import MergedTrace
+
+    base, _, out, info = merged
+    model, protocol, netlist, inits, meta, _ = load_merged(out)
+    rows, generated, frames = expected_tokens(protocol, netlist, inits, 30, 1, 4, meta["initial_memory"])
+    starts = [start for _, start in frames[0]]
+    text = torch.randint(0, BASE_VOCAB, (20,), generator=torch.Generator().manual_seed(3)).tolist()
+    interludes = {starts[8]: text[:7], starts[17] + 2: text[7:], starts[25]: [5]}
+    spliced = MergedTrace(model.model, model.offset, model.vocab, interludes=interludes)
+    div, run = verify_model(spliced, protocol, netlist, inits, 30, 1, seed=4, prefill=prefill,
+                            initial_memory=meta["initial_memory"])
+    assert div is None, str(div)
+    div, n = verify_teacher_forced(spliced, protocol, netlist, inits, 30, 1, 4, meta["initial_memory"], window=64)
+    assert div is None and n > 0, str(div)
+    ids = torch.tensor(rows)
+    with torch.no_grad():
+        plain, got = model(ids).logits, spliced(ids).logits
+        assert got.shape == plain.shape and torch.equal(got.argmax(-1), plain.argmax(-1))
+        assert not torch.equal(got, plain)                   # the text was there
+    with pytest.raises(Netlist2TFError, match="one batch row"):
+        spliced(ids.expand(2, -1))
+
+
 def test_text_leaves_the_compiled_state_alone(merged):
     """Text after a trace does not touch the compiled DeltaNet memories (registers and the FIFO's RAM),
     although the short convolution still shows it the trace tokens: every compiled layer's recurrent
@@ -446,6 +476,15 @@ def test_cli_merge_with_the_default_base(tmp_path, build_dir, capsys):
     assert json.loads((out / "merge.json").read_text())["trace_token_offset"] == 1024
     assert cli.main(["verify", str(out), "--cycles", "12", "--text-prefix", "4", "--batch", "2"]) == 0
     assert "equals the netlist simulator" in capsys.readouterr().err
+    # trace, text, trace: text before cycle 5's and cycle 9's generated tokens, the trace goes on exactly
+    assert cli.main(["verify", str(out), "--cycles", "12", "--text-between", "5:6", "--text-between", "9:2"]) == 0
+    assert "equals the netlist simulator" in capsys.readouterr().err
+    assert cli.main(["verify", str(out), "--cycles", "12", "--text-between", "5:6", "--batch", "2"]) == 2
+    assert "--batch 1" in capsys.readouterr().err
+    assert cli.main(["verify", str(out), "--cycles", "12", "--text-between", "12:6"]) == 2
+    assert "give a cycle below --cycles" in capsys.readouterr().err
+    assert cli.main(["verify", str(ckpt), "--cycles", "12", "--text-between", "5:6"]) == 2
+    assert "is not a merged checkpoint" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
