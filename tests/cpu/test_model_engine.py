@@ -354,3 +354,19 @@ def test_cpu_merged_in_front_of_a_qwen_model(model, tmp_path, capsys):
     for prefix in (0, 50):
         _same(check_model_batch(images, RAM, build_dir=BUILD, checkpoint=tmp_path / "m", text_prefix=prefix), refs)
     assert load_model(RAM, checkpoint=tmp_path / "m", text_prefix=50)[0].prefix == text_prefix_tokens(tmp_path / "m", 50)
+    # trace, text, trace: hi.c teacher-forced with text before three frames' generated tokens
+    from cpu.cli import load_program
+    from netlist2tf.merge import MergedTrace
+    from netlist2tf.sim import TableStimulus
+    from netlist2tf.verify import expected_tokens, verify_teacher_forced
+
+    merged, protocol, netlist, inits, meta, _ = load_model(RAM, checkpoint=tmp_path / "m")
+    img = load_program(hi, ram_size=RAM)
+    mems = [{**meta["initial_memory"], "ram": img.words()}]
+    stim = TableStimulus({"rst": np.zeros(31, dtype=np.uint64)})          # hi.c halts in cycle 30
+    frames = expected_tokens(protocol, netlist, inits, 31, 1, 0, mems, stimulus=stim)[2][0]
+    text = text_prefix_tokens(tmp_path / "m", 12)
+    spliced = MergedTrace(merged.model, merged.offset, merged.vocab,
+                          interludes={frames[4][1]: text[:5], frames[12][1] + 1: text[5:9], frames[20][1]: text[9:]})
+    div, n = verify_teacher_forced(spliced, protocol, netlist, inits, 31, 1, 0, mems, stimulus=stim)
+    assert div is None and n > 90, str(div)
