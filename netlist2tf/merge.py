@@ -392,10 +392,10 @@ def _beta_shut(base, ch: _Channels, Db: int, scale: float, flag_value: float, ep
     embedding) and the bound on an image position's; twice that, for rounding."""
     cols = [m for m in range(Db) if bool(w_b[:, ch.B0 + m].any())]
     w = (w_b[:, [ch.B0 + m for m in cols]].double() * (1 + norm[[ch.B0 + m for m in cols]].double()))   # (heads, n)
-    E = base.get("model.embed_tokens.weight").double() * scale
+    E = base.get("model.embed_tokens.weight")
     worst = torch.zeros(w_b.shape[0], dtype=torch.float64)
-    for start in range(0, E.shape[0], 8192):
-        rows = E[start:start + 8192]
+    for start in range(0, E.shape[0], 8192):           # float64 a block at a time (a real vocabulary is 248k)
+        rows = E[start:start + 8192].double() * scale
         r = torch.sqrt(((rows ** 2).sum(dim=1) + flag_value ** 2) / ch.D + eps)
         a = (rows[:, cols] @ w.T).abs() + 128 * r[:, None]
         worst = torch.maximum(worst, a.max(dim=0).values)
@@ -675,22 +675,23 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         shape = tuple(D if a == "H" else I if a == "I" else n for a, n in zip(axes, t.shape))
         out = torch.zeros(shape, dtype=dtype)
         src = t.to(dtype)
-        idx = []
+        idx, mapped = [], None
         for d, (a, n) in enumerate(zip(axes, t.shape)):
             if a != "H":
-                idx.append(torch.arange(n))
+                idx.append(slice(0, n))
             elif hidden is not None:
-                idx.append(torch.arange(hidden, hidden + n))
+                idx.append(slice(hidden, hidden + n))
             else:
                 if P < n and bool(src.narrow(d, P, n - P).any()):
                     raise Netlist2TFError(f"{compiled_folder}: {key} uses residual channels beyond the "
                                           f"bit pairs; it cannot be merged")
                 src = src.narrow(d, 0, P)
-                idx.append(cmap)
-        if len(idx) == 1:
-            out[idx[0]] = src
-        else:
-            out[idx[0][:, None], idx[1][None, :]] = src
+                idx.append(slice(None))
+                mapped = d
+        if mapped is None:
+            out[tuple(idx)] = src
+        else:                                  # the compiled channels c at cmap[c]
+            out[tuple(idx)].index_copy_(mapped, cmap, src)
         return out
 
     def folded(t: torch.Tensor, key: str, rows=None) -> torch.Tensor:
