@@ -282,8 +282,9 @@ def _separate_channels(layout: ResidualLayout, Db: int) -> _Channels:
 TEXT_ZERO = ("mlp.up_proj.weight", "linear_attn.in_proj_z.weight", "linear_attn.in_proj_a.weight")
 
 
-def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base) -> tuple[_Channels | None, list]:
-    """The shared layout for this compiled model and base, or (None, [why not, ...])."""
+def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) -> tuple[_Channels | None, list]:
+    """The shared layout for this compiled model and base, or (None, [why not, ...]). ``dtype``: the
+    merged weights' (default the compiled checkpoint's), in which every rewritten weight must be exact."""
     P = layout.first_pair + 2 * layout.n_pairs
     Db = base.config["hidden_size"]
     one = layout.one
@@ -349,6 +350,20 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base) -> tuple[_Chan
     clean = tuple((hi, lo, hi not in kept) for hi, lo in (layout.pair(k) for k in range(n_pairs)))
     ch = _Channels("shared", D, cmap, anchors, D - 1, 0, tuple(range(X, X + len(reserved_c))), fold, clean,
                    n_shared=n_shared)
+    dtype = dtype or cpu.get("lm_head.weight").dtype
+    for key, m in reads.items():               # the rewritten weights, in the compiled channels' order
+        rows = m[0] if isinstance(m, tuple) else None
+        w = cpu.get(key).to(dtype)[:, :P]
+        placed = torch.zeros(w.shape[0], D, dtype=dtype)
+        placed[:, cmap] = w
+        try:
+            ok = (_signed_head(placed, ch) if key == "lm_head.weight" else _fold(placed, ch, rows)) is not None
+        except AssertionError:
+            ok = False
+        if not ok:
+            why.append(f"{key} read through `one - b` is not exact in {dtype}")
+    if why:
+        return None, why
     return ch, []
 
 
@@ -639,7 +654,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         raise Netlist2TFError(f"--layout {layout_name!r}: choose one of {', '.join(LAYOUTS)}")
     ch, why = None, ["--layout separate"]
     if layout_name != "separate":
-        ch, why = _shared_channels(cpu, layout, cc, base)
+        ch, why = _shared_channels(cpu, layout, cc, base, dtype)
         if ch is None and layout_name == "shared":
             raise Netlist2TFError(f"{compiled_folder} cannot share residual channels with the base: "
                                   + "; ".join(why) + "; merge with --layout separate (or auto)")

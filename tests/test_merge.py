@@ -557,11 +557,11 @@ def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, t
     shared, why = _shared_channels(cpu, layout, cpu.config, b)
     assert shared is not None and why == [] and shared.D < 384 + 2 * layout.n_pairs
 
-    def changed(key, change):
+    def changed(key, change, dtype=None):
         get = cpu.get
         cpu.get = lambda k: change(get(k)) if k == key else get(k)
         try:
-            return _shared_channels(cpu, layout, cpu.config, b)
+            return _shared_channels(cpu, layout, cpu.config, b, dtype)
         finally:
             cpu.get = get
 
@@ -573,6 +573,11 @@ def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, t
     ch, why = changed("model.layers.0.mlp.up_proj.weight", lambda t: t.index_fill(1, torch.tensor([lo]), 1.0))
     assert why == [] and len(ch.reserved) == len(shared.reserved) + 1 and ch.fold[lo] == hi
     assert ch.cmap[hi] in ch.reserved and ch.cmap[lo] < ch.n_shared
+    # read as `one - b`, a weight of 3 on 1 - b puts 3 + 1/128 on `one`: exact in float32, not in bfloat16
+    key = "model.layers.0.mlp.up_proj.weight"
+    three = lambda t: t.index_fill(1, torch.tensor([lo]), 3.0)
+    assert changed(key, three, torch.float32)[1] == []
+    assert changed(key, three, torch.bfloat16)[1] == [f"{key} read through `one - b` is not exact in torch.bfloat16"]
     with pytest.raises(Netlist2TFError, match="--layout"):
         merge_checkpoints(compiled, base, tmp_path / "x", layout="bogus")
     assert not (tmp_path / "x").exists()
