@@ -824,6 +824,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
                      "carried": sorted(carried)},
             "compiled": {"folder": str(compiled_folder), "hidden_size": Dc, "layers": n_cpu},
             "layout": ch.layout, "channels": ch.record(P, Db),
+            "layout_asked": layout_name, "not_shared_because": [] if ch.layout == "shared" else why,
             "layers": {"compiled": [0, n_cpu], "base": [n_cpu, n_cpu + len(bc["layer_types"])]},
             "residual_scale": scale, "text_flag": flag_value, "norm_compensation": comp, "hidden_size": D, "intermediate_size": I,
             "dtype": config.dtype}

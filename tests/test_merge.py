@@ -113,6 +113,7 @@ def test_base_weights_keep_their_values(which, request):
     assert s in (1, 2, 4, 8, 16)
     ch = info["channels"]
     assert info["layout"] == ch["layout"] == which.replace("merged_", "").replace("merged", "shared")
+    assert info["not_shared_because"] == ([] if which == "merged" else ["--layout separate"])
     lo, hi = ch["base"]
     n_cpu = info["layers"]["compiled"][1]
     checked = 0
