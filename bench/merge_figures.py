@@ -30,7 +30,7 @@ from netlist2tf.driver import compile_netlist
 from netlist2tf.emit import emit_checkpoint, load_checkpoint
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
-from netlist2tf.merge import _compiled_layout, _merged_layout, load_merged, make_base, merge_checkpoints
+from netlist2tf.merge import _merged_layout, load_merged, make_base, merge_checkpoints
 from netlist2tf.plan import CompileSettings
 from netlist2tf.verify import verify_teacher_forced
 
@@ -105,18 +105,11 @@ def geometry_rows(args, root, result):
         lower = floor_parameters(base, compiled_types(folder), info["trace_vocab_size"])
         speed = trace_speed(*load_merged(merged)[:5], args.cycles)
         Db, D = target.hidden_size, info["hidden_size"]
-        separate = _merged_layout(_pairs(folder), Db)[0].hidden_size
+        separate = D if info["layout"] == "separate" else _merged_layout(info["channels"]["cleaned_pairs"], Db)[0].hidden_size
         print(f"| {name} | {nb:,} | {nm:,} | {100 * (nm - nb) / nb:+.1f} % | {100 * lower / nb:+.1f} % | "
               f"{info['layout']} | {Db:,} | {D:,} | {100 * (D - Db) / Db:+.2f} % | {separate:,} | {floor:.2e} | "
               f"{batch_floor:.2e} | {ours:.2e} | {ours / floor:.2f} | {bf_floor:.2e} | {bf_ours:.2e} | {speed:,.0f} |",
               flush=True)
-
-
-def _pairs(folder) -> int:
-    """The compiled model's bit pairs, read back from its embedding (as the merge does)."""
-    from safetensors import safe_open
-    emb = safe_open(str(Path(folder) / "model.safetensors"), "pt").get_tensor("model.embed_tokens.weight").float()
-    return _compiled_layout(emb).n_pairs
 
 
 def compiled_types(folder) -> list:

@@ -256,7 +256,6 @@ class _Channels:
     reserved: tuple = ()
     fold: dict = field(default_factory=dict)
     clean: tuple = ()
-    beta_bound: dict = field(default_factory=dict)    # shared: {layer: per-head flag weight}
     n_shared: int = 0
 
     def record(self, P: int, Db: int) -> dict:
@@ -356,30 +355,30 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) ->
         w = cpu.get(key).to(dtype)[:, :P]
         placed = torch.zeros(w.shape[0], D, dtype=dtype)
         placed[:, cmap] = w
-        try:
-            ok = (_signed_head(placed, ch) if key == "lm_head.weight" else _fold(placed, ch, rows)) is not None
-        except AssertionError:
-            ok = False
-        if not ok:
+        if _fold(placed, ch, rows, signed=key == "lm_head.weight") is None:
             why.append(f"{key} read through `one - b` is not exact in {dtype}")
     if why:
         return None, why
     return ch, []
 
 
-def _fold(t: torch.Tensor, ch: _Channels, rows=None) -> torch.Tensor:
-    """A merged tensor (its last axis the merged channels) reading each folded pair's 1 - b channel
-    as ``one - b`` (equal on every trace position, where the pair holds (b, 1 - b)): exact, or None
-    when a folded weight is not exactly representable in the tensor's dtype."""
+def _fold(t: torch.Tensor, ch: _Channels, rows=None, signed: bool = False) -> torch.Tensor | None:
+    """A merged tensor (its last axis the merged channels) rewritten for the reserved pairs of a shared
+    layout, or None when a rewritten weight is not exactly representable in the tensor's dtype.
+
+    ``signed=False`` (a compiled layer's input, where a pair holds (b, 1 - b)): each 1 - b read is read
+    as ``one - b``. ``signed=True`` (the LM head: after the last compiled FFN a reserved pair holds
+    z = 2b - 1 on its b channel and nothing on 1 - b): b = (1 + z) / 2 and 1 - b = (1 - z) / 2, so
+    every token's logit is the same integer (halves of 0/1 weights). ``rows``: only those rows."""
     w = t.double()
     sel = slice(None) if rows is None else rows
     one = ch.cmap[0]
     for lo, hi in ch.fold.items():
-        col = w[sel, ch.cmap[lo]].clone()
-        if not bool(col.any()):
+        a, b = w[sel, ch.cmap[hi]].clone(), w[sel, ch.cmap[lo]].clone()
+        if not bool(b.any()) and not signed:
             continue
-        w[sel, one] += col
-        w[sel, ch.cmap[hi]] -= col
+        w[sel, one] += (a + b) / 2 if signed else b
+        w[sel, ch.cmap[hi]] = (a - b) / 2 if signed else a - b
         w[sel, ch.cmap[lo]] = 0
     out = w.to(t.dtype)
     return out if torch.equal(out.double(), w) else None
@@ -453,24 +452,6 @@ def _clean_last_ffn(state: dict, prefix: str, ch: _Channels, rows: list) -> None
             down[ch.cmap[hi], j] = -1
     for c, v in ch.anchors:
         down[c, j] = -v
-
-
-def _signed_head(H: torch.Tensor, ch: _Channels) -> torch.Tensor:
-    """The compiled LM head (rows: trace tokens; its columns at the merged channels, reading bits b and
-    1 - b) rewritten for the final residual of a shared layout, where a reserved pair holds z = 2b - 1
-    on its b channel and nothing on its 1 - b channel: b = (1 + z) / 2, 1 - b = (1 - z) / 2. Every
-    token's logit is the same integer (halves of 0/1 weights: exact in every dtype)."""
-    w = H.double()
-    one = ch.cmap[0]
-    for lo, hi in ch.fold.items():
-        a, b = w[:, ch.cmap[hi]].clone(), w[:, ch.cmap[lo]].clone()
-        w[:, one] += (a + b) / 2
-        w[:, ch.cmap[hi]] = (a - b) / 2
-        w[:, ch.cmap[lo]] = 0
-    out = w.to(H.dtype)
-    if not torch.equal(out.double(), w):
-        raise AssertionError("the signed LM head is not exact")
-    return out
 
 
 def _unit_norm_weight(D: int, ones: int, eps: float, dtype) -> float:
@@ -666,11 +647,12 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     cmap = torch.tensor(ch.cmap)
     clean_rows = len(ch.clean) + 1 if ch.clean else 0
     last = f"model.layers.{n_cpu - 1}.mlp."
-    busy = (cpu.get(last + "gate_proj.weight").any(dim=1) | cpu.get(last + "up_proj.weight").any(dim=1)
-            | cpu.get(last + "down_proj.weight").any(dim=0))
-    free = torch.nonzero(~busy).flatten().tolist()
     I = max(cc["intermediate_size"], bc["intermediate_size"])
-    free += list(range(cc["intermediate_size"], I))
+    free = []
+    if clean_rows:                  # the last compiled FFN's unused rows, then any the wider base adds
+        busy = (cpu.get(last + "gate_proj.weight").any(dim=1) | cpu.get(last + "up_proj.weight").any(dim=1)
+                | cpu.get(last + "down_proj.weight").any(dim=0))
+        free = torch.nonzero(~busy).flatten().tolist() + list(range(cc["intermediate_size"], I))
     if clean_rows > len(free):
         free += list(range(I, I + clean_rows - len(free)))
         I = free[-1] + 1
@@ -709,8 +691,8 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
             out[tuple(idx)].index_copy_(mapped, cmap, src)
         return out
 
-    def folded(t: torch.Tensor, key: str, rows=None) -> torch.Tensor:
-        out = _fold(t, ch, rows)
+    def folded(t: torch.Tensor, key: str, rows=None, signed: bool = False) -> torch.Tensor:
+        out = _fold(t, ch, rows, signed)
         if out is None:
             raise Netlist2TFError(f"{compiled_folder}: {key} read as `one - b` on the shared layout is not "
                                   f"exact in {dtype}; merge with --layout separate")
@@ -785,7 +767,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     H[:Vb, B0:B0 + Db] = head.to(dtype)
     H[:Vb, one] = BASE_BLOCK
     trace_head = place(cpu.get("lm_head.weight"), ("V", "H"), "lm_head.weight")[:Vt]
-    H[Vb:] = _signed_head(trace_head, ch) if ch.layout == "shared" else trace_head
+    H[Vb:] = folded(trace_head, "lm_head.weight", signed=True) if ch.layout == "shared" else trace_head
     H[Vb:, flag] = FLAG_WEIGHT
     state["lm_head.weight"] = H
     norm = compiled_norm(cpu.get("model.norm.weight"))
