@@ -1,6 +1,6 @@
 """The ``cpu`` command line: run C programs and ELF files on the RV32IM+Zba machine.
 
-    cpu run PROGRAM.c|PROGRAM.elf [--engine unicorn|netlist|model] [--max-steps N] [--trace FILE]
+    cpu run PROGRAM.c|PROGRAM.elf [--engine unicorn|netlist|model] [--max-steps N] [--trace FILE] [--input FILE|-]
                                   [--ram-size BYTES] [--compiler zig|gcc|clang] [--no-zba] [-O LEVEL]
                                   [--dtype float32|bfloat16] [--batch N] [--token-by-token]  (model)
                                   [--teacher-forced [--threads N]]                           (model)
@@ -121,6 +121,30 @@ def load_program(path, ram_size=DEFAULT_RAM_SIZE, compiler=None, opt="-O2", zba=
     return load_elf(path, ram_size=ram_size)
 
 
+def read_input(where: str) -> bytes:
+    """The bytes of ``--input``: a file, or standard input for ``-``."""
+    if where == "-":
+        return sys.stdin.buffer.read()
+    path = Path(where)
+    if path.is_dir():
+        raise InputError(f"--input {where}: a folder; give a file (or - for standard input)")
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise InputError(f"--input {where}: cannot read it: {e.strerror or e}") from None
+
+
+def program_input(image, data: bytes, ram_size: int, program="the program"):
+    """``machine.with_input`` with its errors as InputError naming the program and the way out."""
+    from .machine import InputTooLong, with_input
+    try:
+        return with_input(image, data, ram_size)
+    except InputTooLong as e:
+        raise InputError(f"--input: {e}; give a shorter input or a larger --ram-size") from None
+    except ValueError as e:
+        raise InputError(f"--input: {program}: {e}") from None
+
+
 def _engine(name):
     try:
         return ENGINES[name]
@@ -195,6 +219,8 @@ def cmd_run(args) -> int:
     ram_size = args.ram_size or default_ram_size(args.engine)
     image = load_program(args.program, ram_size=ram_size, compiler=args.compiler, opt=args.opt,
                          zba=not args.no_zba)
+    if args.input is not None:
+        image = program_input(image, read_input(args.input), ram_size, args.program)
     t0 = time.perf_counter()
     result = engine(image, ram_size, args.max_steps, bool(args.trace))
     wall = time.perf_counter() - t0
@@ -361,6 +387,10 @@ def build_parser():
     run.add_argument("program", help="a C source file (one file with main) or an ELF executable")
     common(run)
     run.add_argument("--trace", metavar="FILE", help="write one line per retired instruction")
+    run.add_argument("--input", metavar="FILE", default=None,
+                     help="the program's input (its stdin: getchar, fgets ...): the bytes of FILE, or of standard "
+                          "input for -, placed in RAM after the program's data before it starts (every engine "
+                          "reads the same memory image; the model reads it from its prompt)")
     run.add_argument("--force", action="store_true",
                      help="let --trace replace a file that is not a trace written by cpu run")
     run.add_argument("-O", dest="opt", default="-O2", type=_opt,

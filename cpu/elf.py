@@ -99,4 +99,18 @@ def _load(elf: ELFFile, file_size: int, ram_size: int, name: str) -> Image:
     entry = header["e_entry"]
     if not RAM_BASE <= entry < ram_end:
         raise ElfError(f"{name}: entry point {entry:#x} lies outside RAM ({RAM_BASE:#x}..{ram_end:#x})")
-    return Image(entry, tuple(segments))
+    return Image(entry, tuple(segments), _input_addr(elf, ram_end))
+
+
+def _input_addr(elf: ELFFile, ram_end: int) -> int | None:
+    """The address of the symbol ``__input_start`` (cpu/runtime/link.ld: the program's input area), None
+    when the file has no symbol table or no such symbol, or it is not a word inside RAM."""
+    symtab = elf.get_section_by_name(".symtab")
+    if symtab is None or not hasattr(symtab, "get_symbol_by_name"):
+        return None
+    found = symtab.get_symbol_by_name("__input_start") or []
+    addrs = {s["st_value"] for s in found}
+    if len(addrs) != 1:
+        return None
+    (addr,) = addrs
+    return addr if RAM_BASE <= addr and addr + 4 <= ram_end and addr % 4 == 0 else None

@@ -125,9 +125,12 @@ class RunResult:
 
 @dataclass(frozen=True, slots=True)
 class Image:
-    """A program's memory image: where execution starts and the bytes to place in RAM."""
+    """A program's memory image: where execution starts and the bytes to place in RAM.
+    ``input_addr``: the program's input area (the ELF symbol ``__input_start`` of cpu/runtime/link.ld:
+    a length word, then the bytes; ``with_input``), None for a program linked without the runtime."""
     entry: int
     segments: tuple   # tuple[(address, bytes)], each inside RAM, not overlapping
+    input_addr: int | None = None
 
     def words(self) -> dict[int, int]:
         """{word index (address // 4): little-endian 32-bit word} for every non-zero word."""
@@ -144,3 +147,45 @@ class Image:
         """An image of consecutive little-endian words at ``base`` (e.g. generated code)."""
         data = b"".join(int(w & 0xFFFF_FFFF).to_bytes(4, "little") for w in words)
         return Image(entry, ((base, data),))
+
+
+MIN_STACK_SIZE = 0x400      # cpu/runtime/link.ld's __min_stack_size: what the input leaves to the stack
+
+
+class InputTooLong(ValueError):
+    """Input that does not fit in RAM beside the program (with_input)."""
+
+
+def with_input(image: Image, data: bytes, ram_size: int) -> Image:
+    """``image`` with ``data`` as the program's input: its length (a little-endian word) at
+    ``image.input_addr`` and its bytes after it, as the host places them in RAM before the first
+    cycle (the same for every engine: the input is part of the memory image, so the compiled model
+    reads it from its prompt). The runtime's stdin reads them (cpu/runtime/libc.c). Raises ValueError
+    for a program without an input area and InputTooLong where the input leaves less than
+    ``MIN_STACK_SIZE`` bytes of stack."""
+    if image.input_addr is None:
+        raise ValueError("the program has no input area (no __input_start symbol): only programs linked "
+                         "with cpu/runtime (C files compiled by `cpu run`) read input")
+    data = bytes(data)
+    end = image.input_addr + 4 + len(data)
+    room = ram_size - MIN_STACK_SIZE - image.input_addr - 4
+    if end + MIN_STACK_SIZE > ram_size:
+        raise InputTooLong(f"the input is {len(data):,} bytes; the program leaves room for {max(room, 0):,} "
+                           f"in {ram_size:,} bytes of RAM (after its code and data at {image.input_addr:#x}, "
+                           f"before {MIN_STACK_SIZE:,} bytes of stack)")
+    for addr, body in image.segments:
+        if addr < end and image.input_addr < addr + len(body) and any(body[max(image.input_addr - addr, 0):end - addr]):
+            raise ValueError(f"the program's input area at {image.input_addr:#x} overlaps its data")
+    if not data:
+        return image
+    segment = (image.input_addr, len(data).to_bytes(4, "little") + data)
+    rest = []
+    for addr, body in image.segments:         # zeros of .bss that reach into the area give way to it
+        if addr + len(body) > image.input_addr and addr < end:
+            if addr < image.input_addr:
+                rest.append((addr, body[:image.input_addr - addr]))
+            if addr + len(body) > end:
+                rest.append((end, body[end - addr:]))
+        else:
+            rest.append((addr, body))
+    return Image(image.entry, tuple(sorted(rest + [segment])), image.input_addr)

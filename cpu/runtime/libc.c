@@ -231,7 +231,7 @@ struct blk {
 #define STACK_MARGIN 1024 /* malloc leaves this much below the current stack pointer */
 
 extern char __heap_start[], __heap_end[]; /* link.ld */
-static char *heap_top = __heap_start;
+static char *heap_top; /* set by the first malloc: after the program's input (stdio below) */
 static struct blk *free_list;
 
 /* Whether the heap's top may move up to `end`. */
@@ -269,8 +269,12 @@ WEAK void *malloc(size_t n)
         }
         return (char *)b + HDR;
     }
+    if (!heap_top) { /* the heap starts after the input's bytes (link.ld) */
+        uintptr_t start = ((uintptr_t)input_data() + input_size() + 7) & ~(uintptr_t)7;
+        heap_top = start > (uintptr_t)__heap_start ? (char *)start : __heap_start;
+    }
     char *top = heap_top;
-    if (need > (uintptr_t)__heap_end - (uintptr_t)top || !heap_fits((uintptr_t)top + need))
+    if (top > __heap_end || need > (uintptr_t)__heap_end - (uintptr_t)top || !heap_fits((uintptr_t)top + need))
         return NULL;
     struct blk *b = (struct blk *)top;
     b->size = need;
@@ -604,7 +608,7 @@ WEAK void *bsearch(const void *key, const void *base, size_t n, size_t size, cmp
     return NULL;
 }
 
-/* ---- stdio: stdout and stderr are the console; there is no input ---- */
+/* ---- stdio: stdout and stderr are the console; stdin is the program's input (cpu run --input) ---- */
 
 static FILE rt_stdin = {0}, rt_stdout = {1}, rt_stderr = {2};
 FILE *stdin = &rt_stdin, *stdout = &rt_stdout, *stderr = &rt_stderr;
@@ -699,35 +703,66 @@ WEAK void perror(const char *s)
     puts(strerror(errno));
 }
 
-WEAK int getchar(void) { return EOF; }
+/* Input: stdin reads the bytes the host placed after __input_start (link.ld), once, in order. */
+extern const uint32_t __input_start[]; /* link.ld: the input's length, then its bytes */
+
+WEAK size_t input_size(void) { return __input_start[0]; }
+WEAK const char *input_data(void) { return (const char *)(__input_start + 1); }
+
+static size_t in_pos;
+static int in_eof, in_back = EOF;
+
 WEAK int fgetc(FILE *f)
 {
-    (void)f;
-    return EOF;
+    if (!f || f->fd != 0)
+        return EOF;
+    if (in_back != EOF) {
+        int c = in_back;
+        in_back = EOF;
+        return c;
+    }
+    if (in_pos >= input_size()) {
+        in_eof = 1;
+        return EOF;
+    }
+    return (unsigned char)input_data()[in_pos++];
 }
+WEAK int getchar(void) { return fgetc(stdin); }
 WEAK int getc(FILE *f) { return fgetc(f); }
 WEAK int ungetc(int c, FILE *f)
 {
-    (void)c;
-    (void)f;
-    return EOF;
+    if (!f || f->fd != 0 || c == EOF || in_back != EOF)
+        return EOF;
+    in_back = (unsigned char)c;
+    in_eof = 0;
+    return in_back;
 }
 WEAK char *fgets(char *restrict s, int n, FILE *restrict f)
 {
-    (void)s;
-    (void)n;
-    (void)f;
-    return NULL;
+    int i = 0, c = 0;
+    if (!f || f->fd != 0 || n <= 0)
+        return NULL;
+    while (i < n - 1 && (c = fgetc(f)) != EOF) {
+        s[i++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    if (i == 0 && c == EOF)
+        return NULL;
+    s[i] = 0;
+    return s;
 }
 WEAK size_t fread(void *restrict p, size_t size, size_t n, FILE *restrict f)
 {
-    (void)p;
-    (void)size;
-    (void)n;
-    (void)f;
-    return 0;
+    if (!f || f->fd != 0 || !size)
+        return 0;
+    char *out = p;
+    size_t got = 0, total = size * n;
+    for (int c; got < total && (c = fgetc(f)) != EOF;)
+        out[got++] = (char)c;
+    return got / size;
 }
-WEAK int feof(FILE *f) { return f && f->fd == 0; }
+WEAK int feof(FILE *f) { return f && f->fd == 0 && in_eof; }
 WEAK int ferror(FILE *f)
 {
     (void)f;

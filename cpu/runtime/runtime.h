@@ -43,6 +43,12 @@ void __rt_out_pad(struct __rt_out *o, char c, int n);
 void __rt_format_double(struct __rt_out *o, uint64_t bits, char conv, unsigned flags, int width, int prec)
     __attribute__((weak));
 
+/* Program input (`cpu run PROGRAM --input FILE`): the bytes the host placed in RAM before the program
+ * started (link.ld: a length word at __input_start, after .bss, then the bytes); input_size() is 0
+ * when there is none. <stdio.h>'s stdin reads the same bytes (getchar, fgets, fread ...). */
+size_t input_size(void);
+const char *input_data(void);
+
 /* Stop the machine: exit(code) is ecall with a7 = 93 and a0 = code; ebreak(code) runs ebreak with
  * a0 = code (the machine halts, reporting a0). */
 void exit(int code) __attribute__((noreturn));

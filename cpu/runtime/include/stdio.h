@@ -1,5 +1,6 @@
-/* <stdio.h> of the machine's small libc (cpu/runtime/libc.c, runtime.c): console output only.
- * stdout and stderr both go to the console; there is no input (getchar etc. return EOF) and no files. */
+/* <stdio.h> of the machine's small libc (cpu/runtime/libc.c, runtime.c): console output and the
+ * program's input. stdout and stderr both go to the console; stdin reads the input the host placed in
+ * RAM (`cpu run --input`; runtime.h input_size/input_data), EOF after it. There are no files. */
 #ifndef RV32_STDIO_H
 #define RV32_STDIO_H
 
@@ -35,7 +36,7 @@ size_t fwrite(const void *restrict p, size_t size, size_t n, FILE *restrict f);
 int fflush(FILE *f);
 void perror(const char *s);
 
-/* No input: these return EOF (fgets NULL, fread 0). */
+/* stdin: the program's input, once, in order (EOF at its end; ungetc pushes back one byte). */
 int getchar(void);
 int getc(FILE *f);
 int fgetc(FILE *f);
