@@ -7,6 +7,7 @@
     netlist2tf verify CHECKPOINT [--cycles N] [--batch B] [--dtype ...] [--token-by-token | --teacher-forced]
     netlist2tf report DESIGN [--layers 11] [--out DIR]
     netlist2tf merge CHECKPOINT [--base QWEN3.5-FOLDER] [--out DIR] [--dtype ...]
+    netlist2tf chat MERGED [--message TEXT ...] [--assistant SCRIPT] [--engine model|unicorn|netlist]
 
 DESIGN is ``module.path:Class``, ``path/to/file.py:Class``, an ``.il``/``.v`` file, or (for ``sim``)
 a Yosys ``.json`` netlist. Errors in the user's input print one message and exit with status 2; a
@@ -541,7 +542,57 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--build-dir", default=None, help=build_help)
     p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(func=cmd_merge)
+
+    p = parser("chat", "a chat over a merged CPU checkpoint whose assistant calls the compiled CPU "
+                       "(the calc tool) in Qwen3.5's tool-call format")
+    p.add_argument("checkpoint", help="a merged checkpoint of the CPU (`make merge`: build/merged/cpu)")
+    p.add_argument("--message", "-m", action="append", default=None, metavar="TEXT",
+                   help="a user message (repeatable); without it, one message per line of standard input")
+    p.add_argument("--assistant", metavar="FILE", default=None,
+                   help="the assistant's replies, scripted: FILE's replies separated by lines that are exactly ---, "
+                        "used in order instead of generating them (a random base cannot decide to call)")
+    p.add_argument("--engine", choices=("model", "unicorn", "netlist"), default="model",
+                   help="where tool calls run (default model: the checkpoint's compiled layers generate the trace)")
+    p.add_argument("--executor", choices=("fast", "stock"), default="fast",
+                   help="how the model engine runs the compiled layers (default fast: exact, one core)")
+    p.add_argument("--max-new-tokens", type=int, default=256, help="generated tokens per assistant reply")
+    p.set_defaults(func=cmd_chat)
     return ap
+
+
+def cmd_chat(args) -> int:
+    from cpu.chat import Chat
+
+    script = None
+    if args.assistant:
+        try:
+            text = Path(args.assistant).read_text()
+        except OSError as exc:
+            raise Netlist2TFError(f"--assistant {args.assistant}: cannot read it: {exc.strerror or exc}") from None
+        import re
+        script = iter([r.strip("\n") for r in re.split(r"(?m)^---$", text) if r.strip()])
+
+    def scripted(messages, prompt):
+        reply = next(script, None)
+        if reply is None:
+            raise Netlist2TFError(f"--assistant {args.assistant}: out of scripted replies")
+        return reply
+
+    chat = Chat(Path(args.checkpoint), assistant=scripted if script else None, engine=args.engine,
+                executor=args.executor, max_new_tokens=args.max_new_tokens)
+    messages = args.message if args.message is not None else (line.rstrip("\n") for line in sys.stdin)
+    for message in messages:
+        if not message.strip():
+            continue
+        done = len(chat.runs)
+        reply = chat.send(message)
+        print(f"user: {message}")
+        for run in chat.runs[done:]:
+            print(f"tool {run.tool}: {run.output}")
+            print(f"netlist2tf: chat: {run.tool} on {run.engine}: {run.instructions:,} instructions, "
+                  f"{run.tokens:,} trace tokens, {run.seconds:.2f} s", file=sys.stderr)
+        print(f"assistant: {reply}", flush=True)
+    return 0
 
 
 def main(argv=None) -> int:

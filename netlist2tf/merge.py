@@ -1000,7 +1000,9 @@ def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, inter
               shard_bytes: int | None = None, vision_config: dict | None = None) -> Path:
     """Write a random ``Qwen3_5ForCausalLM`` checkpoint with ``like``'s shared geometry (the keys of
     GEOMETRY it has; Qwen3.5's defaults for the others), ``layers`` layers of the published pattern (three DeltaNet, then full attention), and
-    random norm weights, decays and convolutions (so that merging has something to preserve).
+    random norm weights, decays and convolutions (so that merging has something to preserve), and
+    (for a vocabulary of at least 265) netlist2tf.qwen_text's byte-level tokenizer with Qwen3.5's special
+    tokens and chat format.
 
     ``multimodal``: the published layout instead (``Qwen3_5ForConditionalGeneration``: text weights
     under ``model.language_model.``, a small vision tower, an MTP head with the published weight names,
@@ -1062,6 +1064,10 @@ def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, inter
         write_weights(tmp, {k: v.contiguous() for k, v in tensors.items()}, shard_bytes)
         if multimodal:
             _write_base_tokenizer(tmp, vocab_size)
+        else:                   # the text base: Qwen3.5's special tokens and chat format (cpu/chat.py)
+            from .qwen_text import SPECIAL, write_text_tokenizer
+            if vocab_size >= 256 + len(SPECIAL):
+                write_text_tokenizer(tmp, vocab_size)
         (tmp / "netlist2tf.json").write_text(json.dumps({"made_by": "netlist2tf", "what": "random Qwen3.5 base",
                                                          "recipe": BASE_RECIPE}, sort_keys=True) + "\n")
     write_folder(folder, write)
@@ -1117,7 +1123,7 @@ def _write_base_tokenizer(folder: Path, vocab_size: int) -> None:
 
 
 BASE_DEFAULTS = {"hidden_size": 256, "layers": 4, "intermediate_size": 512, "vocab_size": 1024, "seed": 0}
-BASE_RECIPE = 1                 # bump when make_base draws its weights differently (the cache key)
+BASE_RECIPE = 2                 # bump when make_base's output changes (the cache key); 2: the text tokenizer
 
 
 def default_base(compiled_folder, build_dir=None) -> Path:

@@ -171,13 +171,25 @@ def test_bad_input(tmp_path, capsys):
         with_input(Image.from_words([0x00100073]), b"x", RAM)
 
 
-def test_model_runs_calc_like_unicorn():
-    """Three calls on the compiled CPU (the fast exact executor): the same records as unicorn."""
-    image = tool_image(CALC, RAM)
+def _on_model(n, seed, digits):
+    """n expressions on the compiled CPU (fast exact executor): console, halt and every retirement
+    record equal unicorn's."""
     from cpu.model_engine import run_model_batch
-    for text, value in _cases(3, 4, max_digits=12):
+    image = tool_image(CALC, RAM)
+    for text, value in _cases(n, seed, max_digits=digits):
         img = with_input(image, text.encode(), RAM)
         ref = run_unicorn(img, ram_size=RAM, trace=True)
-        (ours,) = run_model_batch([img], RAM, 100_000, True, executor="fast")
+        (ours,) = run_model_batch([img], RAM, 200_000, True, executor="fast")
         assert ours.console == ref.console == f"{value}\n".encode()
-        assert ours.records == ref.records
+        assert ours.records == ref.records and ours.halt == ref.halt
+
+
+def test_model_runs_calc_like_unicorn():
+    """Three calls on the compiled CPU."""
+    _on_model(3, 4, 12)
+
+
+@pytest.mark.slow
+def test_model_runs_fifty_calc_expressions_like_unicorn():
+    """50 expressions up to 25 digits (8.4 minutes on this 2-core machine)."""
+    _on_model(50, 2, 25)

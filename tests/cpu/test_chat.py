@@ -1,0 +1,126 @@
+"""The chat loop (cpu/chat.py, `netlist2tf chat`): the assistant's Qwen3.5 tool calls run the calc
+firmware, every answer equals Python's exact result, the responses are in the template's format and
+tokenized by the base's tokenizer; bad calls come back as errors and the conversation goes on."""
+
+import json
+import random
+import shutil
+
+import pytest
+
+from cpu.chat import Chat, parse_tool_calls
+from netlist2tf.qwen_text import write_text_tokenizer
+
+from test_calc import _cases          # tests/cpu is on sys.path (rootdir conftest, prepend import mode)
+
+
+def _call(expr, name="calc", param="expression"):
+    return f"I will compute it.\n\n<tool_call>\n<function={name}>\n<parameter={param}>\n{expr}\n</parameter>\n</function>\n</tool_call>"
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    """The embedded default base's tokenizer and chat template (netlist2tf.qwen_text, as make_base
+    writes them for its 1,024-token vocabulary)."""
+    d = tmp_path_factory.mktemp("base")
+    write_text_tokenizer(d, 1024)
+    return d
+
+
+def test_parse_tool_calls():
+    content, (call,) = parse_tool_calls(_call("2 ^ 100"))
+    assert content == "I will compute it." and (call.name, call.arguments, call.error) == ("calc", {"expression": "2 ^ 100"}, None)
+    _, calls = parse_tool_calls("<tool_call>\n<function=calc>\n<parameter=expression>\n1\n</parameter>\n</function>\n</tool_call>\n"
+                                "<tool_call>\n<function=calc>\n<parameter=expression>\nmulti\nline\n</parameter>\n</function>\n</tool_call>")
+    assert [c.arguments["expression"] for c in calls] == ["1", "multi\nline"]
+    assert parse_tool_calls("no call here") == ("no call here", [])
+    for bad in ("<tool_call>\n<function=calc>\n", "<tool_call>{\"name\": \"calc\"}</tool_call>",
+                "<tool_call>\n<function=calc>\nstray text\n</function>\n</tool_call>"):
+        (c,) = parse_tool_calls(bad)[1]
+        assert c.error, bad
+
+
+def test_scripted_chat_of_200_long_integer_calls(base):
+    """200 random expressions up to 60 digits: each tool response equals Python's value, in the
+    template's <tool_response> format, and the whole conversation round-trips through the tokenizer."""
+    cases = _cases(200, 7)
+    replies = iter([x for text, _ in cases for x in (_call(text), "The answer is above.")])
+    chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn")
+    for text, value in cases:
+        chat.send(f"What is {text}?")
+        assert chat.messages[-2] == {"role": "tool", "name": "calc", "content": str(value)}
+    assert len(chat.runs) == 200 and all(r.ok for r in chat.runs)
+    prompt = chat.prompt()
+    text, value = cases[-1]
+    assert f"<|im_start|>user\n<tool_response>\n{value}\n</tool_response><|im_end|>\n" in prompt
+    assert f"<tool_call>\n<function=calc>\n<parameter=expression>\n{text}\n</parameter>\n</function>\n</tool_call><|im_end|>" in prompt
+    assert prompt.startswith("<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>\n")
+    ids = chat.tokenizer(prompt, add_special_tokens=False).input_ids
+    tok = chat.tokenizer
+    assert tok.decode(ids) == prompt and tok.convert_tokens_to_ids("<tool_response>") in ids
+    assert max(ids) < 1024                      # the base's vocabulary: no trace tokens in the text
+
+
+@pytest.mark.parametrize("reply, error", [
+    (_call("12 +* 3"), "error: expected a number or '(' at position 5 ('*')"),
+    (_call("1 / (2 - 2)"), "error: division by zero"),
+    (_call("1+" * 8000 + "1"), "error: the expression is too long for the machine"),
+    (_call("7 ^ 4000 % 10"), "error: result too large"),
+    (_call("2", name="python"), "error: unknown tool 'python'; the tools are calc"),
+    (_call("2", param="expr"), "error: unknown parameter(s) expr; calc takes 'expression'"),
+    ("<tool_call>\n<function=calc>\n<parameter=expression>\n1\n", "error: a <tool_call> without its </tool_call>"),
+    ("<tool_call>{\"name\": \"calc\", \"arguments\": {\"expression\": \"1\"}}</tool_call>", "error: the tool call is not one"),
+])
+def test_bad_calls_come_back_as_errors(base, reply, error):
+    replies = iter([reply, "Sorry.", _call("6 * 7"), "42."])
+    chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn")
+    assert chat.send("compute") == "Sorry."
+    assert chat.messages[-2]["role"] == "tool" and chat.messages[-2]["content"].startswith(error), chat.messages[-2]
+    assert chat.send("and 6 * 7?") == "42." and chat.messages[-2]["content"] == "42"   # the conversation goes on
+
+
+def test_step_budget(base):
+    from cpu.tools import CALC
+    import dataclasses
+    import cpu.chat as chat_mod
+    replies = iter([_call("3^3000 % 7"), "ok"])
+    chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn")
+    slow = dataclasses.replace(CALC, max_steps=5_000)
+    orig = dict(chat_mod.TOOLS)
+    chat_mod.TOOLS["calc"] = slow
+    try:
+        chat.send("big")
+    finally:
+        chat_mod.TOOLS.update(orig)
+    assert chat.messages[-2]["content"] == ("error: calc did not finish within 5,000 instructions (the call is "
+                                            "too expensive; split it into smaller ones)")
+
+
+def test_chat_on_the_merged_cpu(tmp_path_factory, capsys):
+    """The CPU merged in front of the embedded default base: the tool calls run in the merged
+    checkpoint's compiled layers (fast exact executor), and the answers equal Python's; the same
+    through `netlist2tf chat --assistant`."""
+    from cpu.model_engine import build_checkpoint
+    from netlist2tf import cli as n2t
+    from pathlib import Path
+
+    build = Path(__file__).resolve().parents[2] / "build"
+    out = tmp_path_factory.mktemp("chat") / "m"
+    try:
+        assert n2t.main(["merge", str(build_checkpoint(build_dir=build)), "--build-dir", str(build), "--out", str(out)]) == 0
+        cases = _cases(3, 11, max_digits=20)
+        replies = iter([x for text, _ in cases for x in (_call(text), "Done.")])
+        chat = Chat(out, assistant=lambda messages, prompt: next(replies))
+        for text, value in cases:
+            chat.send(f"What is {text}?")
+            assert chat.messages[-2]["content"] == str(value)
+        assert all(r.engine == "model" and r.tokens > 1000 for r in chat.runs)
+        script = out.parent / "script.txt"
+        script.write_text(_call("2^64 - 1") + "\n---\nIt is 18446744073709551615.\n")
+        capsys.readouterr()
+        assert n2t.main(["chat", str(out), "--assistant", str(script), "-m", "What is 2^64 - 1?"]) == 0
+        printed = capsys.readouterr()
+        assert "tool calc: 18446744073709551615\n" in printed.out and "assistant: It is" in printed.out
+        assert "trace tokens" in printed.err
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
