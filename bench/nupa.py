@@ -57,21 +57,21 @@ def main():
     lengths = [int(x) for x in args.digits.split(",")]
     score = {}
     t0 = time.perf_counter()
+    script = []                      # --scripted: the replies of the current question
+    chat = Chat(args.checkpoint, assistant=(lambda m, p: script.pop(0)) if args.scripted else None, engine=args.engine)
+    bare = None if args.scripted else Chat(args.checkpoint, engine=args.engine, use_tools=False)
     for task, d, expr, value, question in problems(args.per_cell, lengths):
-        with_tool = without = None
+        chat.reset()
+        without = None
         if args.scripted:
-            replies = iter([f"<tool_call>\n<function=calc>\n<parameter=expression>\n{expr}\n</parameter>\n"
-                            f"</function>\n</tool_call>", "done"])
-            chat = Chat(args.checkpoint, assistant=lambda m, p: next(replies), engine=args.engine)
+            script[:] = [f"<tool_call>\n<function=calc>\n<parameter=expression>\n{expr}\n</parameter>\n"
+                         f"</function>\n</tool_call>", "done"]
             chat.send(question)
             with_tool = chat.runs[-1].output == str(value)
         else:
-            chat = Chat(args.checkpoint, engine=args.engine)
             with_tool = last_integer(chat.send(question)) == value
-            bare = Chat(args.checkpoint, engine=args.engine)
-            bare.messages.append({"role": "user", "content": question})
-            without = last_integer(bare._generate(bare.tokenizer.apply_chat_template(
-                bare.messages, add_generation_prompt=True, tokenize=False))) == value
+            bare.reset()
+            without = last_integer(bare.send(question)) == value
         cell = score.setdefault((task, d), [0, 0, 0])
         cell[0] += 1
         cell[1] += bool(with_tool)

@@ -80,6 +80,7 @@ class Chat:
     max_new_tokens: int = 256
     max_rounds: int = 8
     system: str | None = None
+    use_tools: bool = True                            # False: the same chat with no tool declared
     messages: list = field(default_factory=list)
     runs: list = field(default_factory=list)          # ToolRun of every call, in order
 
@@ -97,13 +98,16 @@ class Chat:
                                   f"has one") from None
         if not getattr(self.tokenizer, "chat_template", None):
             raise Netlist2TFError(f"{self.folder}: the base's tokenizer has no chat template")
-        if self.system:
-            self.messages.append({"role": "system", "content": self.system})
         self._model = None
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new conversation (the tokenizer and the model stay loaded)."""
+        self.messages[:] = [{"role": "system", "content": self.system}] if self.system else []
 
     @property
     def tools(self) -> list:
-        return [t.declaration() for t in TOOLS.values()]
+        return [t.declaration() for t in TOOLS.values()] if self.use_tools else []
 
     def prompt(self) -> str:
         """The conversation so far as the base's chat template renders it, ready for the assistant."""

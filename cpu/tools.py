@@ -10,7 +10,7 @@ back as an ``error: ...`` text, which a chat returns to the model as the tool's 
 """
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from netlist2tf.errors import Netlist2TFError
@@ -62,7 +62,6 @@ class ToolRun:
     tokens: int = 0                 # generated trace tokens (model engine)
     seconds: float = 0.0
     halt: Halt | None = None
-    detail: dict = field(default_factory=dict)
 
 
 def tool_image(tool: Tool, ram_size: int, compiler=None):

@@ -79,19 +79,15 @@ def test_bad_calls_come_back_as_errors(base, reply, error):
     assert chat.send("and 6 * 7?") == "42." and chat.messages[-2]["content"] == "42"   # the conversation goes on
 
 
-def test_step_budget(base):
-    from cpu.tools import CALC
+def test_step_budget(base, monkeypatch):
     import dataclasses
+
     import cpu.chat as chat_mod
+    from cpu.tools import CALC
     replies = iter([_call("3^3000 % 7"), "ok"])
     chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn")
-    slow = dataclasses.replace(CALC, max_steps=5_000)
-    orig = dict(chat_mod.TOOLS)
-    chat_mod.TOOLS["calc"] = slow
-    try:
-        chat.send("big")
-    finally:
-        chat_mod.TOOLS.update(orig)
+    monkeypatch.setitem(chat_mod.TOOLS, "calc", dataclasses.replace(CALC, max_steps=5_000))
+    chat.send("big")
     assert chat.messages[-2]["content"] == ("error: calc did not finish within 5,000 instructions (the call is "
                                             "too expensive; split it into smaller ones)")
 
