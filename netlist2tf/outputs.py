@@ -174,28 +174,49 @@ def share(path: Path) -> None:
 
 
 @contextmanager
-def _signals_blocked():
-    """SIGINT and SIGTERM wait until the block ends (the renames of a swap are not interrupted)."""
-    sigs = {signal.SIGINT, signal.SIGTERM}
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, sigs)
+def _signals_deferred():
+    """SIGINT and SIGTERM that arrive inside the block are recorded, not raised, and raised (by the
+    handler that was in place) when it ends: a swap's renames and clean-up are never cut in half.
+    Yields the list of signals caught so far, so the block can decide not to commit.
+
+    Python-level handlers, not a signal mask: a signal whose C handler ran just before a mask was set
+    would still raise at the next bytecode, inside the block. Off the main thread (where handlers
+    cannot be set) the block runs as is."""
+    caught: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
     try:
-        yield
+        previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum)) for s in sigs}
+    except ValueError:                  # not the main thread
+        yield caught
+        return
+    try:
+        yield caught
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            handler = previous[caught[0]]
+            if callable(handler):
+                handler(caught[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), caught[0])
 
 
 def write_file(path, data: str | bytes) -> Path:
     """Write ``data`` to ``path`` atomically (beside it, then renamed; a failure leaves the old one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        with _signals_deferred():       # an interrupt between creation and the assignment would lose it
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
         share(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
     return path
 
@@ -205,14 +226,17 @@ def file_writer(path, mode: str = "w"):
     """An open file whose contents replace ``path`` atomically when the block ends without error."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        with _signals_deferred():       # an interrupt between creation and the assignment would lose it
+            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, mode) as f:
             yield f
         share(Path(tmp))
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
         raise
 
 
@@ -227,21 +251,30 @@ def write_folder(folder, write, force: bool = False) -> Path:
     check_output_folder(folder, "output folder", force)
     folder.parent.mkdir(parents=True, exist_ok=True)
     recover(folder)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".new", dir=folder.parent))
+    tmp = None
     try:
+        with _signals_deferred():       # an interrupt between mkdir and the assignment would lose it
+            tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".new", dir=folder.parent))
         write(tmp)
         share(tmp)
+        with _signals_deferred() as caught:
+            if not caught:              # the commit point: an interrupt before it keeps the old folder
+                old = folder.parent / f".{folder.name}.{os.getpid()}.old"
+                if folder.exists():
+                    if old.exists():
+                        shutil.rmtree(old)
+                    os.replace(folder, old)
+                os.replace(tmp, folder)
+                tmp = None
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                shutil.rmtree(tmp, ignore_errors=True)
+                tmp = None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            with _signals_deferred():
+                shutil.rmtree(tmp, ignore_errors=True)
         raise
-    old = folder.parent / f".{folder.name}.{os.getpid()}.old"
-    with _signals_blocked():
-        if folder.exists():
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(folder, old)
-        os.replace(tmp, folder)
-    shutil.rmtree(old, ignore_errors=True)
     return folder
 
 

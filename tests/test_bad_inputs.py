@@ -427,6 +427,48 @@ def _actions(parser, prefix=""):
             yield prefix, action, parser
 
 
+_WRITER = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from netlist2tf.outputs import write_folder
+print("ready", flush=True)
+def write(tmp):
+    for i in range(100):
+        (tmp / f"f{i}").write_bytes(b"x" * 65536)
+try:
+    write_folder(sys.argv[1], write, force=True)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_write_folder_survives_an_interrupt_at_any_moment(tmp_path):
+    """SIGINT at random moments of ``write_folder`` (the write, the commit, the clean-up): after every
+    run the folder is whole (old or new) and nothing is left beside it. The old code lost ~3 % of runs
+    here (a ``.new`` or an ``.old`` left behind when the signal fell between the write and the swap)."""
+    import random
+
+    rng = random.Random(7)
+    script = tmp_path / "w.py"
+    script.write_text(_WRITER)
+    area = tmp_path / "area"
+    area.mkdir()
+    target = area / "ck"
+    subprocess.run([sys.executable, str(script), str(target), str(ROOT)], check=True, capture_output=True)
+    for attempt in range(80):
+        proc = subprocess.Popen([sys.executable, str(script), str(target), str(ROOT)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "ready"      # imports done: the signal hits write_folder
+        time.sleep(rng.uniform(0.0, 0.02))
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        # 130: interrupted; 0: it had finished; -SIGINT: the signal fell in the interpreter's own exit
+        assert proc.returncode in (0, 130, -signal.SIGINT), (proc.returncode, err)
+        left = sorted(p.name for p in area.iterdir() if p.name != "ck")
+        assert not left, f"attempt {attempt} (exit {proc.returncode}): left beside the folder: {left}"
+        assert len(list(target.iterdir())) == 100, f"attempt {attempt}: the folder is not whole"
+
+
 @pytest.mark.parametrize("prog", ["netlist2tf", "cpu"])
 def test_help_shows_every_default_and_version(prog, capsys):
     """Every option whose default is a value says it in --help; --version prints the package's."""
