@@ -84,8 +84,9 @@ and it adds exactly 0.0. Value channels may hold anything finite where no write 
 
 Capacity per value head: d_k slots (d_k a power of 4) or d_k - 1 (d_k = 128: 127), of at most
 d_v/4 bits (quarter; d_v = 128: 32) or d_v/2 bits (half; d_v = 128: 64). Value heads that share a
-key head (``num_v_heads > num_k_heads``) share the address: configure them with the same address
-channels to build a wider word (raises otherwise). Heads that are not configured must be zero
+key head (``num_v_heads > num_k_heads``) share the row address: configure them with the same address
+channels (raises otherwise), to build a wider word or, with ``write_select``/``read_select``, to
+hold other words (other banks) at the same rows. Heads that are not configured must be zero
 (``clear_module``) and then output exactly 0.
 
 Exact (torch.equal, tests/gadgets/test_deltanet_memory.py, CPU torch paths; also checked with
@@ -117,6 +118,7 @@ from ..errors import Netlist2TFError
 ADDRESS_MAGNITUDE = 64.0    # one-hot key (and one-hot query when d_k is a power of 4)
 MATCH_MAGNITUDE = 128.0     # decoded key/query: silu(-128 m) == -0.0 exactly for every m >= 1
 BETA_SHUT = 128.0           # write enable off: sigmoid(-128) == 0.0 exactly (float32, bfloat16)
+SELECT_SHUT = 256.0         # a select literal off: sigmoid(32 - 256) == 0.0, silu(32 - 256) == -0.0
 MIN_ACTIVATION = 17.5       # silu(x) == x exactly in float32 for x >= ~17.4
 BETA_LOGIT = 32.0
 GATE = 32.0
@@ -427,7 +429,8 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
                      value_lags: Sequence[int] | None = None,
                      write_match: Sequence[Sequence[int]] | None = None,
                      read_match: Sequence[Sequence[int]] | None = None,
-                     write_enable: int | None = None, clear: int | None = None) -> MemorySpec:
+                     write_enable: int | None = None, clear: int | None = None,
+                     write_select: Sequence[int] = (), read_select: Sequence[int] = ()) -> MemorySpec:
     """Make value head ``head`` of ``module`` an exact word memory (see the module docstring).
 
     ``one``: the constant channel (1.0 on active positions, 0.0 on ignored ones).
@@ -455,6 +458,12 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     ``write_enable``: a channel gating the write of this VALUE head alone (beta = sigmoid(32) = 1 when
     it is 1, sigmoid(-128) = 0 exactly when 0), so value heads sharing a key head (and so a row)
     can be written by different tokens: e.g. register chunks in the rows of one parity key head.
+    ``write_select`` / ``read_select``: channels that must ALL be 1 for this value head to be written
+    / to add its read to the output (a bank's id in the address bits above the rows): beta's and
+    the output gate's pre-activations get ``SELECT_SHUT`` per channel and ``-SELECT_SHUT * len`` on
+    ``one``, so a miss gives sigmoid(32 - 256) == 0.0 (the head's state unchanged) and silu(32 - 256)
+    == -0.0 (its output exactly 0 whatever its row holds). Value heads sharing a key head then hold
+    different words at the same row: a key head of d_k rows holds ``group / heads per word`` banks.
     ``clear``: a channel that, where it is 1, makes the written word all zero: every value column
     gets ``-2 V`` from it, so its pre-activation is ``-V`` or ``-2 V`` and silu gives exactly -0.0
     (the delta rule then stores exactly 0, which reads as 0 bits, like a never-written slot); the
@@ -509,6 +518,8 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         (write_enable,) = _channels("write_enable", [write_enable], hidden)
     if clear is not None:
         (clear,) = _channels("clear", [clear], hidden)
+    write_select = _channels("write_select", write_select, hidden) if write_select else []
+    read_select = _channels("read_select", read_select, hidden) if read_select else []
     for i, pair in enumerate(value_pairs):   # a channel may feed several bits from different lags
         _channels(f"value_pairs[{i}]", pair, hidden)
     _channels("out_pairs", [c for p in out_pairs for c in p], hidden)
@@ -613,6 +624,12 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         else:
             module.in_proj_b.weight[head, write_enable] = BETA_LOGIT + BETA_SHUT
             module.in_proj_b.weight[head, one] = -BETA_SHUT
+        for c in write_select:
+            module.in_proj_b.weight[head, c] += SELECT_SHUT
+        module.in_proj_b.weight[head, one] -= SELECT_SHUT * len(write_select)
+        for c in read_select:
+            module.in_proj_z.weight[h_cols, c] += SELECT_SHUT
+        module.in_proj_z.weight[h_cols, one] -= SELECT_SHUT * len(read_select)
         module.dt_bias[head] = DT_BIAS
         module.A_log[head] = A_LOG
         module.norm.weight.fill_(w_norm)
