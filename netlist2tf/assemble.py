@@ -76,6 +76,7 @@ def write_weights(plan: ModelPlan) -> Compiled:
                              write_match=[list(w) for w in h.write_match],
                              read_match=[list(r) for r in h.read_match], write_enable=h.write_enable,
                              clear=h.clear, write_lag=h.lag, value_lags=[h.lag] * len(h.value_pairs),
+                             write_select=h.write_select, read_select=h.read_select,
                              value_pairs=list(h.value_pairs), out_pairs=list(h.out_pairs))
         emb = m.embed_tokens.weight
         for tok, bits in enumerate(plan.embedding):

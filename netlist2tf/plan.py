@@ -106,6 +106,8 @@ class HeadPlan:
     write_enable: int | None = None
     clear: int | None = None        # a channel that writes this head's word as all 0 (a folded chunk's)
     lag: int = 0                    # write address and value taken this many tokens back (a tail chunk's)
+    write_select: tuple[int, ...] = ()  # channels all 1 when this head's bank is written (banks sharing a key head)
+    read_select: tuple[int, ...] = ()   # ... and when its bank is read
     holds: str = ""                 # what it holds, for the report: a chunk's bits, a bank's words
 
 
@@ -422,12 +424,13 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
         raise Netlist2TFError(f"{chunk_bits}-bit chunks need DeltaNet value heads of at least "
                               f"{4 * chunk_bits} dims, not {dv}")
     mems = {m.name: m for m in netlist.memories}
+    word_heads = max([1] + [-(-m.width // piece) for m in netlist.memories if m.write_ports])
     if target is None:
-        group = max([1] + [-(-m.width // piece) for m in netlist.memories if m.write_ports])
+        group = word_heads
     slots = memory_capacity_slots(dk)
     write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
     for m in netlist.memories:
-        if m.read_ports and m.write_ports and -(-m.width // piece) > group:
+        if m.read_ports and m.write_ports and -(-m.width // piece) > group and target is not None:
             raise UnsupportedDesignError([Problem(
                 f"memory {m.name} ({m.width}-bit words)", m.src,
                 f"a word needs {-(-m.width // piece)} DeltaNet value heads of {piece} bits under one key "
@@ -447,14 +450,25 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     banks = {(m.name, p): len(reachable_banks(m, p, slots)) for m in netlist.memories if m.write_ports
              for p in range(len(m.read_ports))}
 
-    def heads_of(sched) -> list[int]:
+    def bank_spread(mem, g) -> int:
+        """How many banks of ``mem`` one key head of ``g`` value heads holds: its value heads hold
+        words side by side (told apart by ``write_select``/``read_select`` on the address bits above
+        the rows), which needs rows addressed by the low address bits: a power-of-two bank (d_k =
+        16, 64, 256; with d_k = 128, 127 slots, one bank per key head) and whole banks."""
+        if slots & (slots - 1) or mem.size % slots:
+            return 1
+        return max(1, g // -(-mem.width // piece))
+
+    def heads_of(sched, group=group) -> list[int]:
         """DeltaNet key heads per layer, each with up to `group` value heads: layer 0's state
-        chunks, then a key head per bank each read port can reach."""
+        chunks (the one-row inputs and write-port fields share key heads, the double-buffered
+        registers theirs, a tail chunk one of its own), then per read port its banks, as many
+        to a key head as `group` holds words (``bank_spread``)."""
         heads = [0] * layers
-        heads[0] = sum(-(-n // group) for n in (len(proto.inputs), len(proto.registers) - len(tail_lags),
-                                                 len(write_chunks))) + len(tail_lags)
+        heads[0] = sum(-(-n // group) for n in (len(proto.inputs) + len(write_chunks),
+                                                 len(proto.registers) - len(tail_lags))) + len(tail_lags)
         for key, layer in sched.read_layer.items():
-            heads[min(layer, layers - 1)] += banks[key]
+            heads[min(layer, layers - 1)] += -(-banks[key] // bank_spread(mems[key[0]], group))
         return heads
 
     # where the memory reads go does not depend on the widths: schedule once on unbounded ones
@@ -466,7 +480,14 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     if target is None:                        # DeltaNet only where state is read
         used = {0} | set(probe.read_layer.values())
         types = tuple(LINEAR if i in used else FULL for i in range(layers))
-    key_heads = heads_of(probe)
+    if target is None:
+        # Qwen3.5's head counts are global: the value heads per key head that cost the fewest
+        # DeltaNet weights per residual channel (2 nk dk + nv (3 dv + 2)), banks sharing key heads
+        def cost(g):
+            nk_g = max(1, max(heads_of(probe, g)))
+            return (2 * nk_g * dk + nk_g * g * (3 * dv + 2), g)
+        group = min((word_heads << k for k in range(7)), key=cost)
+    key_heads = heads_of(probe, group)
     nk = max(1, max(key_heads))
     mem_proto = {p.memory: p for p in proto.ports}
     d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
@@ -577,7 +598,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
         raise AssertionError("the memory reads moved between the probe and the final schedule")
 
     heads = _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
-                        lambda n: str(netlist.nets[n]))
+                        lambda n: str(netlist.nets[n]), lambda mem: bank_spread(mem, group))
     embedding, lm_head = _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches)
     inits = {f"reg:{r.name}": r.init for r in netlist.registers}
     memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
@@ -635,7 +656,7 @@ def _when(ands, minus, ors, outs) -> list[Neuron]:
 
 
 def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
-                net_name=str):
+                net_name=str, spread_of=lambda mem: 1):
     """Every DeltaNet value head: layer 0's, then the memory banks' (in the order the writer fills
     them; key heads numbered per layer as they are taken)."""
     one = layout.one
@@ -656,17 +677,20 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
         return next_key[layer] - 1
 
     # Layer 0: one-chunk value heads, `group` to a key head; each written only by its own token
-    # (write enable), in row 0 (inputs, write-port fields) or in the row of the token's parity
-    # (registers: the double buffer), read in row 0 / the position's read parity.
+    # (write enable), in row 0 (inputs, write-port fields: they share key heads) or in the row of
+    # the token's parity (registers: the double buffer), read in row 0 / the position's read parity.
+    open_heads = {}                  # rows -> [key head, value heads taken]
+
     def layer0(chunks, enable, rows_w, rows_r, outs, clear=lambda k: None, enable_of=lambda k, c: k, what=""):
-        kh = None
         for k, c in enumerate(chunks):
-            if k % group == 0:
-                kh = key_head(0)
-            heads.append(HeadPlan(0, kh * group + k % group, rows_w, rows_r,
+            slot = open_heads.get((rows_w, rows_r))
+            if slot is None or slot[1] == group:
+                slot = open_heads[(rows_w, rows_r)] = [key_head(0), 0]
+            heads.append(HeadPlan(0, slot[0] * group + slot[1], rows_w, rows_r,
                                   tuple(P("tv", i) for i in range(len(c.bits))), tuple(outs(k, c)),
                                   P(enable, enable_of(k, c))[0], clear(k),
                                   holds=f"{what} {c.kind.upper()} chunk {c.index}: {bits_of(c)}"))
+            slot[1] += 1
 
     # A folded data chunk's field is cleared by its port's first chunk (written as 0 there), so a
     # frame that skips it commits 0.
@@ -700,39 +724,56 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     def field_pairs(kind, idxs):
         return [P(f"wf:{kind}:{j}", i) for j in idxs for i in range(len(proto.chunks_of(kind)[j].bits))]
 
-    # Memory read ports: banks of `slots` words, each a key head with the word's value heads,
-    # addressed by the read port's address bits (decoded in the head) and written at the commit
-    # token from the gathered fields of the memory's write port.
+    # Memory read ports: banks of `slots` words, addressed by the read port's address bits (decoded
+    # in the head) and written at the commit token from the gathered fields of the memory's write
+    # port. A key head holds `spread` banks side by side in its value heads when the banks' rows are
+    # the address's low bits: the key matches the row, the bank's high bits are the heads' selects.
     for (mem, port), layer in sorted(sched.read_layer.items()):
         mm, wp = mems[mem], mem_proto[mem]
         rp = mm.read_ports[port]
         ma = field_pairs(MA, wp.ma)                   # [en, addr bits..., the packed data bits]
         md = ma[1 + wp.addr_width:] + field_pairs(MD, wp.md)          # the word's bits
         piece = sched.target.linear_value_head_dim // 4
-        for bank in reachable_banks(mm, port, slots):
+        word_heads = -(-mm.width // piece)
+        reach = reachable_banks(mm, port, slots)
+        spread = spread_of(mm) if len(reach) > 1 else 1
+        row_bits = slots.bit_length() - 1 if spread > 1 else max(len(rp.addr), wp.addr_width)
+
+        def read_lits(a, bits):
+            lits = []
+            for i in bits:
+                n, bit = rp.addr[i], (a >> i) & 1
+                if n in (CONST0, CONST1, CONSTX):
+                    if int(n == CONST1) != bit:
+                        return list(never)
+                else:
+                    lits.append(layout.pair(pairs[n])[0 if bit else 1])
+            return lits
+
+        def write_lits(a, bits):
+            return tuple(ma[1 + i][0 if (a >> i) & 1 else 1] for i in bits if i < wp.addr_width)
+
+        low = range(min(row_bits, len(rp.addr)))
+        high = range(row_bits, len(rp.addr))
+        for at in range(0, len(reach), spread):
             kh = key_head(layer)
-            words = range(bank * slots, min(mm.size, (bank + 1) * slots))
-            reads, writes = [], []
-            for a in words:
-                lits = []
-                for i, n in enumerate(rp.addr):
-                    bit = (a >> i) & 1
-                    if n in (CONST0, CONST1, CONSTX):
-                        if int(n == CONST1) != bit:
-                            lits = list(never)
-                            break
-                    else:
-                        lits.append(layout.pair(pairs[n])[0 if bit else 1])
-                reads.append(tuple(lits) or (one,))
-                writes.append((ma[0][0],) + tuple(ma[1 + i][0 if (a >> i) & 1 else 1]
-                                                  for i in range(wp.addr_width)) + (P("commit")[0],))
-            for v, lo in enumerate(range(0, mm.width, piece)):
-                bits = range(lo, min(lo + piece, mm.width))
-                heads.append(HeadPlan(layer, kh * group + v, tuple(writes), tuple(reads),
-                                      tuple(md[i] for i in bits),
-                                      tuple(layout.pair(pairs[rp.data[i]]) for i in bits),
-                                      holds=f"{mem} read port {port}: bank {bank} (words {words[0]}-{words[-1]}), "
-                                            f"bits {bits[0]}-{bits[-1]}"))
+            for s_i, bank in enumerate(reach[at:at + spread]):
+                words = range(bank * slots, min(mm.size, (bank + 1) * slots))
+                reads = [tuple(read_lits(a, low)) or (one,) for a in words]
+                writes = [(ma[0][0],) + write_lits(a, range(min(row_bits, wp.addr_width))) + (P("commit")[0],)
+                          for a in words]
+                rsel = wsel = ()
+                if spread > 1:
+                    rsel = tuple(read_lits(words[0], high))
+                    wsel = write_lits(words[0], range(row_bits, wp.addr_width))
+                for v, lo in enumerate(range(0, mm.width, piece)):
+                    bits = range(lo, min(lo + piece, mm.width))
+                    heads.append(HeadPlan(layer, kh * group + s_i * word_heads + v, tuple(writes), tuple(reads),
+                                          tuple(md[i] for i in bits),
+                                          tuple(layout.pair(pairs[rp.data[i]]) for i in bits),
+                                          write_select=wsel, read_select=rsel,
+                                          holds=f"{mem} read port {port}: bank {bank} (words {words[0]}-{words[-1]}), "
+                                                f"bits {bits[0]}-{bits[-1]}"))
     return tuple(heads)
 
 

@@ -17,14 +17,17 @@ from netlist2tf.plan import CompileSettings, plan_model, resolve_groups
 # sha256 of model.safetensors (float32) for these netlists: first pinned before the plan/weights
 # split (commit 78e7282, `assemble` deciding and writing in one scope; the split kept them byte-
 # identical); the serial multiplier's changed once on purpose: a macro's equal neurons merged
-# (``ffn_threshold.merge_neurons``, issue 18: an adder's bit-0 steps share ReLUs; was e10a1cfa...).
+# (``ffn_threshold.merge_neurons``, issue 18: an adder's bit-0 steps share ReLUs; was e10a1cfa...);
+# both changed on purpose once more when a standalone model's value heads per key head became the
+# cheapest group instead of one word's (issue 18: banks and layer-0 chunks share key heads; the
+# counter has 2 key heads of 2 value heads, was 64b7e3dc...; the multiplier 4 of 4, was ce325150...).
 # A change here means the weights changed, which needs a reason (and the CPU's proofs re-run), not
 # a new number
 BEFORE_SPLIT = {
     ("hdl.examples.counter:Counter", 4, None):
-        "64b7e3dcf2e46a2e6853d67aa345fb5545dcf4ac74c77daa09239d42cf4956f5",
+        "b9b3b046818c06bb4cba227c3faf232b83da00ab9b9e6ba7794b18d12b8169f8",
     ("tests/designs/unusual.py:SerialMultiplier", 8, ("busy", ("acc", "mcand", "mult", "count"))):
-        "ce325150161b9bcf290ccea3ee38eae26678d87e7e7986ececb4dfd73baa0d20",
+        "6f56bf9d7c1e5d5ef15f6f68ea05d088c4999e3dc04e31cf4a3c8fc3d1cc3944",
 }
 
 
@@ -178,9 +181,12 @@ def test_folded_write_frames(build_dir):
 def test_reads_move_to_lower_the_widest_deltanet_layer(build_dir):
     """plan.balance_reads: y (a constant-address read of ``mem``, 1 bank) shares layer 1 with x
     (all 16 banks of the 256-word ``mem`` at head dim 16) while layer 2 reads only the 1-bank
-    ``m2``; moving y to layer 2 lowers the most key heads a layer needs from 17 to 16 (hand-counted;
-    layer 0 holds 8: 3 input chunks, 5 write-port chunks), and the model still equals the simulator
-    (teacher-forced, every generated token)."""
+    ``m2``; moving y to layer 2 lowers the most key heads a layer needs. Hand-counted: the cheapest
+    group is 8 value heads per key head (2 nk dk + nv (3 dv + 2) per channel: 1,632 with 2 key heads
+    of 8, 3,200 with 2 of 16, 2,080 with 16 of 1), so layer 0's 8 chunks (3 input, 5 write-port) take
+    1 key head, x's 16 banks 2 (8 side by side in each, told apart by the read selects), y's and
+    m2's bank 1 each: [1, 2, 2] (y in layer 1 would make it 3). The model still equals the
+    simulator (teacher-forced, every generated token): the banks sharing key heads are exact."""
     from netlist2tf.schedule import schedule
     from netlist2tf.target import Target
     from netlist2tf.verify import verify_teacher_forced
@@ -190,7 +196,10 @@ def test_reads_move_to_lower_the_widest_deltanet_layer(build_dir):
     assert sorted(plain.read_layer.values()) == [1, 1, 2]
     compiled = compile_netlist(nl, CompileSettings(layers=5, head_dim=16))
     heads = compiled.plan.stats["deltanet_key_heads"]
-    assert heads[:3] == [8, 16, 2] and max(heads) == 16, heads
+    assert heads[:3] == [1, 2, 2] and max(heads) == 2, heads
+    assert compiled.plan.target.linear_num_value_heads == 16
+    shared = [h for h in compiled.plan.heads if h.layer == 1]
+    assert len(shared) == 16 and all(len(h.read_select) == 4 == len(h.write_select) for h in shared)
     assert sorted(compiled.plan.schedule.read_layer.values()) == [1, 2, 2]
     div, checked = verify_teacher_forced(compiled.model, compiled.protocol, nl, compiled.initial_registers,
                                          200, 2, 0, compiled.initial_memory)
