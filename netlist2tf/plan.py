@@ -430,7 +430,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     slots = memory_capacity_slots(dk)
     write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
     for m in netlist.memories:
-        if m.read_ports and m.write_ports and -(-m.width // piece) > group and target is not None:
+        if m.read_ports and m.write_ports and -(-m.width // piece) > group:
             raise UnsupportedDesignError([Problem(
                 f"memory {m.name} ({m.width}-bit words)", m.src,
                 f"a word needs {-(-m.width // piece)} DeltaNet value heads of {piece} bits under one key "

@@ -512,6 +512,16 @@ def test_write_fields_from_earlier_positions(dk, dv, dtype):
 
 # -- decoded addresses (banks) and per-value-head write enables ---------------------------------
 
+def _bits_of(value, n):
+    return [(value >> i) & 1 for i in range(n)]
+
+
+def _put(xt, pairs, bits):
+    """Set the (b, 1-b) channel pairs of one position's input to ``bits``."""
+    for (p, q), bit in zip(pairs, bits):
+        xt[p], xt[q] = bit, 1 - bit
+
+
 def _decoded_case(dk, dtype, seed, length=150, batch=4):
     """A 2*slots-word memory in two banks (heads 0, 1) addressed by bit pairs and decoded inside the
     heads, written where ``en`` is 1; plus two register-like value heads (2, 3) sharing key head 2
@@ -559,12 +569,9 @@ def _decoded_case(dk, dtype, seed, length=150, batch=4):
             a_w = rng.randrange(2 * slots) if rng.random() < 0.5 else rng.randrange(3)
             a_r = rng.randrange(2 * slots) if rng.random() < 0.5 else rng.randrange(3)
             bits = [rng.randint(0, 1) for _ in range(width)]
-            for i, (p, q) in enumerate(wa):
-                x[b, t, p if (a_w >> i) & 1 else q] = 1.0
-            for i, (p, q) in enumerate(ra):
-                x[b, t, p if (a_r >> i) & 1 else q] = 1.0
-            for (p, q), bit in zip(val, bits):
-                x[b, t, p], x[b, t, q] = bit, 1 - bit
+            _put(x[b, t], wa, _bits_of(a_w, len(wa)))
+            _put(x[b, t], ra, _bits_of(a_r, len(ra)))
+            _put(x[b, t], val, bits)
             for (p, q) in out + rout[0] + rout[1]:
                 x[b, t, q] = 1.0
             if rng.random() < 0.4:
@@ -638,12 +645,9 @@ def _shared_key_case(dk, dtype, seed, banks=4, length=150, batch=4):
             a_w = rng.randrange(n) if rng.random() < 0.5 else rng.randrange(banks) * rows + rng.randrange(2)
             a_r = rng.randrange(n) if rng.random() < 0.5 else rng.randrange(banks) * rows + rng.randrange(2)
             bits = [rng.randint(0, 1) for _ in range(width)]
-            for i, (p, q) in enumerate(wa):
-                x[b, t, p if (a_w >> i) & 1 else q] = 1.0
-            for i, (p, q) in enumerate(ra):
-                x[b, t, p if (a_r >> i) & 1 else q] = 1.0
-            for (p, q), bit in zip(val, bits):
-                x[b, t, p], x[b, t, q] = bit, 1 - bit
+            _put(x[b, t], wa, _bits_of(a_w, len(wa)))
+            _put(x[b, t], ra, _bits_of(a_r, len(ra)))
+            _put(x[b, t], val, bits)
             for (p, q) in out:
                 x[b, t, q] = 1.0
             if rng.random() < 0.5:
