@@ -13,11 +13,14 @@ heads, token rows); ``write_weights`` only writes it into the modules of a fresh
 * **LM head**: weight 1 on the channels of a token's fields, so the right token wins by at least 1.
   Layers without state reads are full attention with all-zero weights (silent).
 
+Every gadget writes pairs; with ``bits="signed"`` (the default) the pair model's weights are then
+folded to one channel per bit (``netlist2tf.signed.fold_state``), the checkpoint's hidden size.
+
 ``assemble(netlist, **settings)`` is ``driver.compile_netlist`` without the gating proof, for tests
 and scripts that compile small designs in one call.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -58,7 +61,9 @@ def write_weights(plan: ModelPlan) -> Compiled:
         raise Netlist2TFError(f"linear_key_head_dim={dk}: the planned memory capacity does not match the "
                               f"calibrated DeltaNet read; use a head_k_dim of 16, 64, 128 or 256")
     torch.manual_seed(0)
-    model = Qwen3_5ForCausalLM(target.to_hf_config(vocab_size=proto.vocab_size))
+    folded = plan.model_layout is not None and plan.model_layout.signed
+    pair_target = replace(target, hidden_size=layout.hidden_size) if folded else target
+    model = Qwen3_5ForCausalLM(pair_target.to_hf_config(vocab_size=proto.vocab_size))
     model.eval()
     with torch.no_grad():
         for p in model.parameters():
@@ -85,6 +90,16 @@ def write_weights(plan: ModelPlan) -> Compiled:
         for tok, row in enumerate(plan.lm_head):
             for ch in row:
                 head_w[tok, ch] = 1.0
+    if folded:
+        from .signed import fold_state
+
+        state = fold_state(model.state_dict(), layout, plan.model_layout)
+        del model
+        torch.manual_seed(0)
+        model = Qwen3_5ForCausalLM(target.to_hf_config(vocab_size=proto.vocab_size))
+        model.eval()
+        model.load_state_dict(state, strict=True, assign=True)
+        layout = plan.model_layout
     params = sum(p.numel() for p in model.parameters())
     if params != plan.stats["parameters"]:
         raise AssertionError(f"the plan counts {plan.stats['parameters']} parameters, the model has {params}")
@@ -94,10 +109,11 @@ def write_weights(plan: ModelPlan) -> Compiled:
 
 
 def assemble(netlist, layers: int = 11, chunk_bits: int = 8, head_dim: int = 64, target=None,
-             check_only: bool = False, outputs=None, gated=(), gated_writes=(), roms: str = "auto"):
+             check_only: bool = False, outputs=None, gated=(), gated_writes=(), roms: str = "auto",
+             bits: str = "signed"):
     """Plan ``netlist`` with these settings (``CompileSettings``) and write its weights; with
     ``check_only`` return the fit (``ModelPlan.fit``) without writing any. No gating proof: the
     driver (``netlist2tf.driver.compile_netlist``) makes it."""
     plan = plan_model(netlist, CompileSettings(layers, chunk_bits, head_dim, target, outputs, gated, gated_writes,
-                                               roms=roms))
+                                               roms=roms, bits=bits))
     return plan.fit() if check_only else write_weights(plan)

@@ -215,7 +215,7 @@ def _settings(args, target):
     folded = tuple(n.strip() for n in (args.folded_writes or "").split(",") if n.strip())
     return CompileSettings(layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim, target=target,
                            outputs=_kept(args), gated=_gated(args), gated_writes=writes, held=_held(args),
-                           folded_writes=folded, roms=args.roms)
+                           folded_writes=folded, roms=args.roms, bits=args.bits)
 
 
 def cmd_compile(args) -> int:
@@ -475,6 +475,10 @@ def build_parser() -> argparse.ArgumentParser:
                        help="read-only memories as FFN decoders (ffn), as DeltaNet banks the prompt "
                             "preloads (deltanet: no neurons, a longer prompt), or whichever gives fewer "
                             "parameters (auto, the default: planned both ways); the report says which")
+        p.add_argument("--bits", choices=("signed", "pairs"), default="signed",
+                       help="how the residual stream holds a bit: one channel of +-1 (signed, the "
+                            "default: half the hidden size) or the two channels (b, 1 - b) the gadgets "
+                            "are planned in (pairs); the same tokens either way (docs/COMPILER.md 1b)")
         p.add_argument("--folded-writes", metavar="MEMORY,...",
                        help="emit these memories' write data only up to the word's highest non-zero "
                             "chunk: a skipped chunk is written as 0 (exact by construction, no proof; "

@@ -51,6 +51,7 @@ import torch
 from .errors import Netlist2TFError
 from .gadgets.ffn_threshold import K
 from .gadgets.layout import NORM_WEIGHT, SCALE, ResidualLayout
+from .signed import bits_layout_of, unfold_state
 from .outputs import check_output_folder, write_folder
 from .weightfiles import INDEX, WeightFiles, checkpoint_name, text_name, write_weights
 
@@ -187,20 +188,23 @@ class _Checkpoint:
 
 def _compiled_layout(emb: torch.Tensor) -> ResidualLayout:
     """The residual layout of a compiled model, read back from its embedding (constant channel 0,
-    bit pairs, then anchors: the channels every token holds at the same value >= 2), and checked
-    against ``ResidualLayout.build``."""
-    D = emb.shape[1]
-    if not bool((emb[:, 0] == 1).all()):
-        raise Netlist2TFError("its embedding has no constant channel 0: it was not compiled by netlist2tf")
-    same = (emb == emb[0]).all(dim=0) & (emb[0] >= 2)
-    chans = torch.nonzero(same).flatten().tolist()
-    if not chans or chans != list(range(chans[0], chans[-1] + 1)) or chans[0] % 2 == 0:
-        raise Netlist2TFError("its embedding has no anchor channels after the bit pairs: it was not "
-                              "compiled by netlist2tf")
-    layout = ResidualLayout.build(D, (chans[0] - 1) // 2)
-    if layout.anchors != tuple((c, int(emb[0, c])) for c in chans):
-        raise Netlist2TFError("its anchors are not the ones netlist2tf chooses for its hidden size")
-    return layout
+    bit pairs or signed bits, then anchors: ``signed.bits_layout_of``)."""
+    return bits_layout_of(emb)
+
+
+class _Unfolded:
+    """A compiled checkpoint whose bits are signed (one channel each, ``netlist2tf.signed``), seen as
+    the pair-layout model it was folded from (``unfold_state``, exact): the merge lays out pairs."""
+
+    def __init__(self, cpu: "_Checkpoint", signed: ResidualLayout):
+        n = signed.n_pairs
+        self.layout = ResidualLayout.build(ResidualLayout.channels_needed(n), n)
+        self.state = unfold_state({k: cpu.get(k) for k in cpu.keys}, signed, self.layout)
+        self.config = dict(cpu.config, hidden_size=self.layout.hidden_size)
+        self.folder, self.role, self.keys = cpu.folder, cpu.role, cpu.keys
+
+    def get(self, key: str) -> torch.Tensor:
+        return self.state[key]
 
 
 def _merged_layout(n_pairs: int, base_hidden: int) -> tuple[ResidualLayout, int]:
@@ -625,6 +629,13 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         layout = _compiled_layout(emb)
     except Netlist2TFError as exc:
         raise Netlist2TFError(f"{compiled_folder}: {exc}")
+    if layout.signed:                   # the merge lays out pairs: unfold the signed bits (exact)
+        try:
+            cpu = _Unfolded(cpu, layout)
+        except Netlist2TFError as exc:
+            raise Netlist2TFError(f"{compiled_folder}: {exc}")
+        layout, cc = cpu.layout, cpu.config
+        emb = cpu.get("model.embed_tokens.weight").float()
     P = layout.first_pair + 2 * layout.n_pairs
     Db, Dc = bc["hidden_size"], cc["hidden_size"]
     Vb, Vt = bc["vocab_size"], cc["vocab_size"]

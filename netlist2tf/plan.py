@@ -29,6 +29,7 @@ from .validate import Problem
 
 
 ROM_CHOICES = ("auto", "ffn", "deltanet")
+BITS_CHOICES = ("signed", "pairs")
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,9 @@ class CompileSettings:
     taken as one group. ``roms``: how read-only memories are held: ``ffn`` (decoders, rom.py),
     ``deltanet`` (DeltaNet banks preloaded by the prompt, ``rom.preload``) or ``auto`` (the model
     with fewer parameters, planned both ways); ``preloaded_roms``: the ROMs held in DeltaNet banks,
-    as ``plan_model`` resolved ``roms`` (None: not resolved yet)."""
+    as ``plan_model`` resolved ``roms`` (None: not resolved yet). ``bits``: how the checkpoint's
+    residual stream holds a bit: ``signed`` (one channel, +-1: ``netlist2tf.signed``) or ``pairs``
+    (two channels (b, 1 - b), as every gadget is planned)."""
     layers: int = 11
     chunk_bits: int = 8
     head_dim: int = 64
@@ -63,10 +66,13 @@ class CompileSettings:
     folded_writes: tuple[str, ...] = ()
     roms: str = "auto"
     preloaded_roms: tuple[str, ...] | None = None
+    bits: str = "signed"
 
     def __post_init__(self):
         if self.roms not in ROM_CHOICES:
             raise Netlist2TFError(f"roms {self.roms!r}: choose one of {', '.join(ROM_CHOICES)}")
+        if self.bits not in BITS_CHOICES:
+            raise Netlist2TFError(f"bits {self.bits!r}: choose one of {', '.join(BITS_CHOICES)}")
         if self.preloaded_roms is not None:
             object.__setattr__(self, "preloaded_roms", tuple(self.preloaded_roms))
         if self.outputs is not None:
@@ -87,7 +93,7 @@ class CompileSettings:
                 "gated": [[g, list(m)] for g, m in self.gated], "gated_writes": list(self.gated_writes),
                 **({"held": [[g, d, list(m)] for g, d, m in self.held]} if self.held else {}),
                 **({"folded_writes": list(self.folded_writes)} if self.folded_writes else {}),
-                "roms": self.roms,
+                "roms": self.roms, "bits": self.bits,
                 **({"preloaded_roms": list(self.preloaded_roms)} if self.preloaded_roms else {}),
                 **({"target": {"name": self.target.name, "source": self.target.source}} if self.target else {})}
 
@@ -121,7 +127,7 @@ class ModelPlan:
     protocol: TraceProtocol
     schedule: Schedule
     target: Target                  # the model's shapes
-    layout: ResidualLayout
+    layout: ResidualLayout          # the pairs every gadget is planned in (their channel numbers)
     pairs: dict                     # net -> residual pair index (reused once a net is dead)
     fields: dict                    # control field name -> its pair indices (token value, emit, ...)
     neurons: tuple[tuple[Neuron, ...], ...]     # per layer, in row order
@@ -133,6 +139,7 @@ class ModelPlan:
     initial_registers: dict         # "reg:NAME" -> init value
     initial_memory: dict            # memory name -> {address: word} (non-zero initial words)
     stats: dict = field(default_factory=dict)
+    model_layout: ResidualLayout | None = None  # the checkpoint's residual: ``layout`` itself, or its signed fold
 
     @property
     def gated(self):
@@ -523,13 +530,14 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     extra("ep", 1)
     extra("ev", chunk_bits)
     n_pairs = base + sum(len(v) for v in names.values())
-    hidden = 1 + 2 * n_pairs
-    hidden += 8 + (64 * hidden) // (127 * 127)          # room for the anchors
-    hidden = (hidden + 7) // 8 * 8
-    needed = hidden
+    signed = s.bits == "signed"
+    # The gadgets are planned in pairs; a signed checkpoint folds them (netlist2tf.signed), so its
+    # hidden size is the signed one and the pair layout only numbers the channels.
+    needed = hidden = ResidualLayout.channels_needed(n_pairs, signed)
     if target is not None:
         hidden = max(hidden, target.hidden_size)         # report the need, build with the target's
-    layout = ResidualLayout.build(hidden, n_pairs)
+    model_layout = ResidualLayout.build(hidden, n_pairs, signed)
+    layout = ResidualLayout.build(ResidualLayout.channels_needed(n_pairs), n_pairs) if signed else model_layout
 
     def P(name, i=0):
         return layout.pair(names[name][i])
@@ -616,7 +624,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
              "depth": sched.depth}
     return ModelPlan(s, netlist, proto, sched, target, layout, pairs, names,
                      tuple(tuple(n) for n in neurons), heads, tuple(key_heads), embedding, lm_head,
-                     needed, inits, memory, stats)
+                     needed, inits, memory, stats, model_layout)
 
 
 def _condition_terms(proto, layout, pairs, conds):

@@ -89,7 +89,9 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
         "totals": {"parameters": stats["parameters"], "nonzero": nonzero,
                    "tokens_per_cycle": stats["tokens_per_cycle"],
                    "generated_tokens_per_cycle": stats["generated_tokens_per_cycle"],
-                   "vocab_size": stats["vocab_size"], "residual_pairs": plan.layout.n_pairs},
+                   "vocab_size": stats["vocab_size"], "residual_pairs": plan.layout.n_pairs,
+                   "residual_bits": "signed" if plan.model_layout is not None and plan.model_layout.signed
+                   else "pairs"},
     }
 
 
@@ -173,7 +175,9 @@ def _plot(report: dict) -> bytes:
     ax.legend(loc="upper center")
     ax = axes[1]
     ax.bar(xs, [p["live_pairs"] for p in per], color="tab:orange")
-    ax.axhline(report["totals"]["residual_pairs"], color="k", ls="--", lw=1, label="hidden size / 2")
+    ax.axhline(report["totals"]["residual_pairs"], color="k", ls="--", lw=1,
+               label="bits in the residual" + (" (one channel each)" if report["totals"].get("residual_bits")
+                                               == "signed" else " (hidden size / 2)"))
     ax.set(title="logic bit pairs in use (reused once dead)", xlabel="layer")
     ax.legend(loc="upper center")
     ax = axes[2]
@@ -230,7 +234,8 @@ def _write_report_files(report: dict, folder: Path) -> None:
 <h1>Layer assignment of {html.escape(report['design'])}</h1>
 <p>{report['layers']} layers, hidden size {report['hidden_size']}, FFN intermediate size {report['intermediate_size']},
 logic depth {report['logic_depth']}. {t['parameters']:,} parameters ({nonzero}), vocabulary {t['vocab_size']},
-{t['tokens_per_cycle']} tokens per cycle ({t['generated_tokens_per_cycle']} generated), {t['residual_pairs']} residual bit pairs.</p>
+{t['tokens_per_cycle']} tokens per cycle ({t['generated_tokens_per_cycle']} generated), {t['residual_pairs']} residual bits
+({'one channel of +-1 each in the checkpoint, planned as pairs' if t.get('residual_bits') == 'signed' else 'as channel pairs (b, 1 - b)'}).</p>
 <img alt="per-layer plots" src="data:image/png;base64,{png}">
 <h2>Per layer</h2><table><tr><th>layer</th><th>type</th><th>FFN neurons</th><th>DeltaNet heads</th><th>memory reads</th>
 <th>cells</th><th>logic pairs in use</th><th>largest ReLU input</th><th>smallest margin</th><th>cells by source</th></tr>{rows}</table>

@@ -204,8 +204,8 @@ def test_too_wide_for_a_qwen_target(tmp_path, build_dir, capsys):
                      "--build-dir", str(build_dir)]) == 2
     err = capsys.readouterr().err
     assert "does not fit the target" in err
-    # (dead nets' pairs are reused: 176 channels instead of 240)
-    assert "the residual stream needs 176 channels, the target's hidden size is 64" in err
+    # (dead nets' bits are reused, one channel each: 96 channels; 176 as pairs, 240 without reuse)
+    assert "the residual stream needs 96 channels, the target's hidden size is 64" in err
     # the logic is spread over the layers (balanced within each cell's slack): every layer but the
     # last has more than 16 neurons; each line names its layer and count
     import re
@@ -235,15 +235,15 @@ def test_teacher_forced_thousand_cycles(design, checkpoints):
 
 
 def test_teacher_forced_agrees_with_generation_on_a_broken_model(checkpoints):
-    """A single corrupted weight: the teacher-forced check and greedy generation name the same first
-    divergence (cycle, row, output)."""
+    """A single corrupted weight (negated: a bit written with the wrong sign): the teacher-forced check
+    and greedy generation name the same first divergence (cycle, row, output)."""
     from netlist2tf.verify import verify_teacher_forced
     model, protocol, netlist, inits, meta = load_checkpoint(checkpoints("hdl.examples.fifo:FIFO"), torch.float32)
     with torch.no_grad():
         w = model.model.layers[-1].mlp.down_proj.weight
         nz = torch.nonzero(w)
         i, j = nz[len(nz) // 2].tolist()
-        w[i, j] += 1.0
+        w[i, j] = -w[i, j]
     tf, _ = verify_teacher_forced(model, protocol, netlist, inits, 100, 4, 0, meta["initial_memory"])
     gen, _ = verify_model(model, protocol, netlist, inits, 100, 4, 0, True, initial_memory=meta["initial_memory"])
     assert tf is not None and gen is not None

@@ -21,6 +21,7 @@ from netlist2tf.errors import Netlist2TFError
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
 from netlist2tf.merge import WRITES, load_merged, make_base, merge_checkpoints
+from netlist2tf.signed import bits_layout_of
 from netlist2tf.target import Target
 from netlist2tf.verify import expected_tokens, verify_model, verify_teacher_forced
 
@@ -47,6 +48,19 @@ def merged(tmp_path_factory, build_dir):
     folder = emit_checkpoint(compiled, result.json_text, root / "fifo")
     info = merge_checkpoints(folder, base, root / "merged")
     return base, folder, root / "merged", info
+
+
+@pytest.fixture(scope="module")
+def pair_twin(merged, build_dir, tmp_path_factory):
+    """The merged FIFO compiled again with ``bits="pairs"``: the oracle of the merge's tensors. The
+    compiled checkpoint the merge read holds one signed channel per bit (the default) and the merge
+    unfolds it into pairs, so every merged compiled tensor must compute what this pair checkpoint's
+    does, written by the compiler's gadgets directly (not by the unfold)."""
+    base = merged[0]
+    result = synthesize("hdl.examples.fifo:FIFO", "macro", build_dir)
+    compiled = assemble(parse_netlist(result.json_text), layers=8,
+                        target=Target.from_config_json(base, layers=8), bits="pairs")
+    return emit_checkpoint(compiled, result.json_text, tmp_path_factory.mktemp("twin") / "fifo")
 
 
 def _logits(folder, ids, dtype):
@@ -105,7 +119,10 @@ def test_base_weights_keep_their_values(which, request):
     residual a trace position can hold (mapped to the merged channels), what it computed in the
     compiled model, in float64; on the shared layout the last compiled FFN also leaves 0 on every
     channel the base reads, and the compiled tensors that gate a sublayer read nothing text carries."""
-    base, compiled, out, info = request.getfixturevalue(which)
+    base, signed, out, info = request.getfixturevalue(which)
+    compiled = request.getfixturevalue("pair_twin")
+    assert bits_layout_of(safe_open(str(signed / "model.safetensors"), "pt").get_tensor(
+        "model.embed_tokens.weight")).signed                     # what the merge read: signed bits
     b = safe_open(str(base / "model.safetensors"), "pt")
     c = safe_open(str(compiled / "model.safetensors"), "pt")
     m = safe_open(str(out / "model.safetensors"), "pt")
@@ -550,11 +567,14 @@ def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, t
     it shares; a non-zero compiled attention projection (a text key could out-score a match) makes it
     refuse, naming why (`auto` then merges side by side); an FFN `up` that reads one more bit pair
     reserves that pair's b channel (the residual one channel wider)."""
-    from netlist2tf.merge import _Checkpoint, _compiled_layout, _shared_channels
+    from netlist2tf.merge import _Checkpoint, _compiled_layout, _shared_channels, _Unfolded
 
     base, compiled, _, _ = merged
     cpu, b = _Checkpoint(compiled, "compiled checkpoint"), _Checkpoint(base, "base checkpoint")
     layout = _compiled_layout(cpu.get("model.embed_tokens.weight").float())
+    assert layout.signed                  # the checkpoint holds one channel per bit; the merge unfolds it
+    cpu = _Unfolded(cpu, layout)
+    layout = cpu.layout
     shared, why = _shared_channels(cpu, layout, cpu.config, b)
     assert shared is not None and why == [] and shared.D < 384 + 2 * layout.n_pairs
 

@@ -22,7 +22,8 @@ from netlist2tf.plan import CompileSettings, plan_model, resolve_groups
 # cheapest group instead of one word's (issue 18: banks and layer-0 chunks share key heads; the
 # counter has 2 key heads of 2 value heads, was 64b7e3dc...; the multiplier 4 of 4, was ce325150...).
 # A change here means the weights changed, which needs a reason (and the CPU's proofs re-run), not
-# a new number
+# a new number. These are the pair-layout weights (``bits="pairs"``); the signed checkpoint is their
+# fold (netlist2tf.signed, checked against the pair model in tests/test_signed.py).
 BEFORE_SPLIT = {
     ("hdl.examples.counter:Counter", 4, None):
         "b9b3b046818c06bb4cba227c3faf232b83da00ab9b9e6ba7794b18d12b8169f8",
@@ -35,7 +36,8 @@ BEFORE_SPLIT = {
 def test_weights_byte_identical_to_before_the_split(case, tmp_path, build_dir):
     design, layers, gated = case
     result = synthesize(design, "macro", build_dir)
-    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=layers, gated=gated))
+    compiled = compile_netlist(parse_netlist(result.json_text),
+                               CompileSettings(layers=layers, gated=gated, bits="pairs"))
     folder = emit_checkpoint(compiled, result.json_text, tmp_path / "ckpt")
     assert file_digest(folder / "model.safetensors") == BEFORE_SPLIT[case]
     # the plan's figures are the model's: parameters, FFN rows per layer, configured value heads

@@ -12,12 +12,24 @@ from netlist2tf.report import build_report, write_report
 
 def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     nl = parse_netlist(synthesize("hdl.examples.fifo:FIFO", "lut", build_dir).json_text)
-    compiled = assemble(nl, layers=8)
+    compiled = assemble(nl, layers=8, bits="pairs")
     report = build_report(compiled.plan, compiled.stats["nonzero"])      # the plan, not the weights
     per = report["per_layer"]
     assert len(per) == 8 and report["logic_depth"] == compiled.schedule.depth == 6
-    # the plan's numbers equal what the written weights say: neurons per layer are the non-zero rows
-    # of each layer's gate projection, the pre-activation bound the largest row sum of |weights|
+    # the signed checkpoint (the default) computes the same pre-activations: its largest ReLU input
+    # (bias plus |weights| over +-1 inputs) is the report's, its row sums of |weights| a bound no looser
+    signed = assemble(nl, layers=8)
+    assert build_report(signed.plan)["per_layer"] == per
+    for p, layer in zip(per, signed.model.model.layers):
+        rows = layer.mlp.gate_proj.weight.double() / 128
+        one = signed.layout.one
+        bits = rows.clone()
+        bits[:, one] = 0
+        top = rows[:, one] + bits.abs().sum(dim=1)
+        assert p["max_relu_input"] == (int(top.max().item()) if p["ffn_neurons"] else 0)
+        assert int(rows.abs().sum(dim=1).max().item()) <= p["max_abs_preactivation"]
+    # the plan's numbers equal what the written pair weights say: neurons per layer are the non-zero
+    # rows of each layer's gate projection, the pre-activation bound the largest row sum of |weights|
     for p, layer in zip(per, compiled.model.model.layers):
         gate = layer.mlp.gate_proj.weight
         assert p["ffn_neurons"] == int((gate.abs().sum(dim=1) > 0).sum())
@@ -48,7 +60,7 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
 
     a, b = tmp_path / "a", tmp_path / "b"
     write_report(report, a)
-    write_report(build_report(assemble(nl, layers=8).plan, compiled.stats["nonzero"]), b)
+    write_report(build_report(assemble(nl, layers=8, bits="pairs").plan, compiled.stats["nonzero"]), b)
     for name in ("report.json", "report.html"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     assert json.loads((a / "report.json").read_text())["design"] == "top"     # no name given: the netlist's

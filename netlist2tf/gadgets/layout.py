@@ -16,6 +16,12 @@ active position, so the norm multiplies by exactly ``1/SCALE`` and a norm weight
 
 Free channels are 0. The same layout holds on every trace position of every layer, which is what the
 verifier checks.
+
+A *signed* layout (``signed=True``, what a checkpoint holds by default: ``netlist2tf.signed``) keeps
+each bit in ONE channel, ``s = 2b - 1`` (+-1): ``s**2`` is 1 whatever b is, so the same anchors keep
+``sum(x**2) == SCALE**2 * hidden_size`` with half the channels. The compiler plans in pairs (every
+gadget reads and writes ``(b, 1 - b)``) and ``signed.fold_state`` rewrites the weights: on an active
+position ``b == (one + s) / 2`` and ``1 - b == (one - s) / 2`` exactly.
 """
 
 from dataclasses import dataclass
@@ -45,19 +51,35 @@ def _four_squares(n: int) -> tuple[int, ...] | None:
 @dataclass(frozen=True, slots=True)
 class ResidualLayout:
     """Channel assignment of the residual stream: ``one``, ``n_pairs`` bit pairs from
-    ``first_pair``, then the anchors. ``pair(i)`` gives pair i's (b, 1-b) channel indices."""
+    ``first_pair``, then the anchors. ``pair(i)`` gives pair i's (b, 1-b) channel indices. With
+    ``signed``, bit i is the one channel ``bit(i)`` holding 2b - 1 (``pair`` is then refused)."""
     hidden_size: int
     n_pairs: int
     one: int
     first_pair: int
     anchors: tuple[tuple[int, int], ...]    # (channel, value)
+    signed: bool = False
+
+    @property
+    def width(self) -> int:
+        """Channels per bit: 2 (a pair) or 1 (signed)."""
+        return 1 if self.signed else 2
 
     @staticmethod
-    def build(hidden_size: int, n_pairs: int) -> "ResidualLayout":
-        """A layout with ``n_pairs`` bit pairs in ``hidden_size`` channels.
+    def channels_needed(n_bits: int, signed: bool = False) -> int:
+        """The hidden size a standalone model takes for ``n_bits`` bits: the constant, the bits, room
+        for the anchors, a multiple of 8."""
+        hidden = 1 + (1 if signed else 2) * n_bits
+        hidden += 8 + (64 * hidden) // (127 * 127)
+        return (hidden + 7) // 8 * 8
 
-        Raises Netlist2TFError if the pairs, the constant and the anchors do not fit.
+    @staticmethod
+    def build(hidden_size: int, n_pairs: int, signed: bool = False) -> "ResidualLayout":
+        """A layout with ``n_pairs`` bits (pairs, or single signed channels) in ``hidden_size`` channels.
+
+        Raises Netlist2TFError if the bits, the constant and the anchors do not fit.
         """
+        width = 1 if signed else 2
         remainder = SCALE * SCALE * hidden_size - n_pairs - 1
         anchors = []
         while remainder >= 3 * ANCHOR_MAX ** 2:
@@ -72,20 +94,28 @@ class ResidualLayout:
             anchors.append(ANCHOR_MAX)
             remainder -= ANCHOR_MAX * ANCHOR_MAX
         anchors += rest
-        used = 1 + 2 * n_pairs + len(anchors)
+        used = 1 + width * n_pairs + len(anchors)
         if remainder < 0 or used > hidden_size:
             raise Netlist2TFError(
-                f"{n_pairs} bit pairs need {used} residual channels with the constant and "
+                f"{n_pairs} bit{' pair' if width == 2 else ''}s need {used} residual channels with the constant and "
                 f"{len(anchors)} anchors, but the hidden size is {hidden_size}; raise the hidden size "
                 f"to at least {used} (or reuse channels of dead signals)")
-        first_anchor = 1 + 2 * n_pairs
+        first_anchor = 1 + width * n_pairs
         return ResidualLayout(hidden_size, n_pairs, 0, 1,
-                              tuple((first_anchor + k, v) for k, v in enumerate(anchors)))
+                              tuple((first_anchor + k, v) for k, v in enumerate(anchors)), signed)
 
     def pair(self, i: int) -> tuple[int, int]:
+        if self.signed:
+            raise AssertionError("a signed layout has no pairs: use bit(i)")
         if not 0 <= i < self.n_pairs:
             raise IndexError(f"pair {i} outside the layout's {self.n_pairs} pairs")
         return self.first_pair + 2 * i, self.first_pair + 2 * i + 1
+
+    def bit(self, i: int) -> int:
+        """The channel that holds bit i: its pair's b channel, or its signed channel."""
+        if not 0 <= i < self.n_pairs:
+            raise IndexError(f"bit {i} outside the layout's {self.n_pairs} bits")
+        return self.first_pair + self.width * i
 
     def initial(self, bits=None, dtype=None):
         """The residual vector of an active position (a float32 tensor, or ``dtype``): constant,
@@ -97,6 +127,11 @@ class ResidualLayout:
         x[self.one] = 1.0
         for ch, v in self.anchors:
             x[ch] = float(v)
+        if self.signed:
+            x[self.first_pair:self.first_pair + self.n_pairs] = -1.0
+            for i, b in (bits or {}).items():
+                x[self.bit(i)] = float(2 * b - 1)
+            return x if dtype is None else x.to(dtype)
         for i in range(self.n_pairs):
             x[self.pair(i)[1]] = 1.0
         for i, b in (bits or {}).items():
@@ -109,6 +144,12 @@ class ResidualLayout:
         exactly (0, 1) or (1, 0) (an inexact or broken computation)."""
         out = []
         for i in pairs:
+            if self.signed:
+                s = float(x[self.bit(i)])
+                if s not in (-1.0, 1.0):
+                    raise Netlist2TFError(f"residual bit {i} holds {s!r}, not +-1")
+                out.append(int(s > 0))
+                continue
             hi, lo = (float(x[c]) for c in self.pair(i))
             if (hi, lo) not in ((0.0, 1.0), (1.0, 0.0)):
                 raise Netlist2TFError(f"residual pair {i} holds ({hi!r}, {lo!r}), not a bit")
