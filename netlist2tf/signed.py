@@ -56,6 +56,17 @@ def _role(key: str) -> str | None:
     return None
 
 
+def _residual_tensors(state: dict, out: dict):
+    """(key, role, float64 tensor) of every tensor of ``state`` that touches the residual stream;
+    the others are copied into ``out`` unchanged."""
+    for key, t in state.items():
+        role = _role(key)
+        if role is None:
+            out[key] = t.clone()
+        else:
+            yield key, role, t.double()
+
+
 def signed_layout(pairs: ResidualLayout, hidden_size: int | None = None) -> ResidualLayout:
     """The signed layout of ``pairs``'s bits: at ``hidden_size`` (default the smallest standalone size)."""
     n = pairs.n_pairs
@@ -103,12 +114,7 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout) -> di
     # the anchor a read's constant may be split over: the largest (every anchor row is fixed)
     split = max(signed.anchors, key=lambda a: a[1]) if signed.anchors else None
     out = {}
-    for key, t in state.items():
-        role = _role(key)
-        if role is None:
-            out[key] = t.clone()
-            continue
-        w = t.double()
+    for key, role, w in _residual_tensors(state, out):
         if role == "norm":
             if not bool((w == w[0]).all()):
                 raise Netlist2TFError(f"{key}: the decoder norm's weights differ between channels")
@@ -169,12 +175,7 @@ def unfold_state(state: dict, signed: ResidualLayout, pairs: ResidualLayout) -> 
     rest[signed.one] = False
     rest[bits] = False
     out = {}
-    for key, t in state.items():
-        role = _role(key)
-        if role is None:
-            out[key] = t.clone()
-            continue
-        w = t.double()
+    for key, role, w in _residual_tensors(state, out):
         if role == "norm":
             out[key] = torch.full((Dp,), float(w[0]), dtype=torch.float32)
             continue
