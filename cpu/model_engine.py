@@ -225,7 +225,8 @@ def _compile_into(folder, key, ram_size, result, compile_settings, settings, log
     step("writing the checkpoint")
     emit_checkpoint(compiled, result.json_text, folder, settings=settings)
     step("writing the layer-assignment report")
-    write_report(build_report(compiled.plan, compiled.stats["nonzero"], design=core_design(ram_size)),
+    write_report(build_report(compiled.plan, compiled.stats["nonzero"], design=core_design(ram_size),
+                              synth=result, netlist=netlist),
                  folder / "report")
     st = compiled.stats
     log(f"compiled in {time.perf_counter() - t0:.0f} s: {st['layers']} layers, hidden {st['hidden_size']}, "

@@ -5,7 +5,7 @@
                           [--outputs FILE] [--compare-amaranth]
     netlist2tf compile DESIGN [--layers 11] [--target CONFIG.json [--check-fit]] [--dtype ...] [--out DIR]
     netlist2tf verify CHECKPOINT [--cycles N] [--batch B] [--dtype ...] [--token-by-token | --teacher-forced]
-    netlist2tf report DESIGN [--layers 11] [--out DIR]
+    netlist2tf report DESIGN [--layers 11] [--out DIR] [--compare OLD_REPORT.json]
     netlist2tf merge CHECKPOINT [--base QWEN3.5-FOLDER] [--out DIR] [--dtype ...]
     netlist2tf chat MERGED [--message TEXT ...] [--assistant SCRIPT] [--engine model|unicorn|netlist]
 
@@ -258,10 +258,20 @@ def cmd_report(args) -> int:
     from .report import build_report, write_report
 
     out = _out_folder(args, "reports")
-    _, netlist, target = _compile_inputs(args)
+    old = None
+    if args.compare:                              # read before any work: a bad file fails at once
+        from .report_compare import load_report
+        old = load_report(args.compare)
+    result, netlist, target = _compile_inputs(args)
     plan = plan_model(netlist, _settings(args, target))
-    js, page = write_report(build_report(plan, design=args.design), out, force=args.force)
-    print(f"{args.design}: layer-assignment report {page} (data: {js})", file=sys.stderr)
+    report = build_report(plan, design=args.design, synth=result, netlist=netlist)
+    if old is not None:
+        from .report_compare import compare_reports, compare_text
+        report["compare"] = compare_reports(old, report, args.compare)
+        print(compare_text(report["compare"]))
+    js, page = write_report(report, out, force=args.force)
+    print(f"{args.design}: layer-assignment report {page} (data: {js}; one row per cell: "
+          f"{out / 'assignment.csv'})", file=sys.stderr)
     return 0
 
 
@@ -497,8 +507,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only say whether the design fits (the target), with the numbers; build nothing")
     p.set_defaults(func=cmd_compile)
 
-    p = parser("report", "layer-assignment report (JSON + HTML with plots)")
+    p = parser("report", "layer-assignment report (JSON + CSV + a searchable HTML page with plots)")
     compile_args(p, "folder (default: BUILD/reports/DESIGN)")
+    p.add_argument("--compare", metavar="OLD_REPORT.json",
+                   help="an earlier report of the design (report.json or its folder): print and record what "
+                        "changed (layers, neurons, heads, tokens per cycle, critical path, which signals moved)")
     p.set_defaults(func=cmd_report)
 
     p = parser("verify", "run a checkpoint with transformers against the netlist simulator")

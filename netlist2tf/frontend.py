@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DesignElaborationError, DesignNotFoundError
-from .yosys import flow_script, run_yosys, yosys_version
+from .yosys import flow_script, premap_script, run_yosys, yosys_version
 
 #: Bumped when the cache layout or the meaning of a cached file changes (2: the compile flows'
 #: memories of several write ports or per-bit enables split, ``multiport.py``).
@@ -52,6 +52,26 @@ class SynthResult:
     json_path: Path
     cache_hit: bool        # True when Yosys was not run
     sources: tuple[str, ...]  # source files named by the design's src attributes, sorted
+    # how to get the gate netlist before abc (compile flows): (cache path, read commands, inputs,
+    # commands, display names); ``premap_text`` runs it once and caches it beside the netlist
+    premap_job: tuple | None = None
+
+    def premap_text(self) -> str | None:
+        """The compile flow's gate-level netlist just before abc maps it to LUTs (``yosys.premap_script``),
+        from the cache or by a second Yosys run (seconds to half a minute; only the layer report
+        asks for it); None for a flow without abc."""
+        if self.premap_job is None:
+            return None
+        path, read_cmds, inputs, commands, shown = self.premap_job
+        cached = _read_cache_entry(path) if path.is_file() else None
+        if cached is not None:
+            return cached
+        text = run_yosys(read_cmds, inputs, commands, display_names=shown)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+        return text
 
 
 def _parse_class_ref(ref: str, design: str):
@@ -237,10 +257,12 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike | N
     cache_dir = default_build_dir(build_dir) / "synth"
     json_path = cache_dir / f"{key}.json"
     sources = _src_files("\n".join(inputs.values()))
+    pre = premap_script(script) if flow in COMPILE_FLOWS else None
+    job = (cache_dir / f"{key}.premap.json", read_cmds, inputs, pre, shown) if pre is not None else None
     if use_cache and json_path.is_file():
         cached = _read_cache_entry(json_path)
         if cached is not None:
-            return SynthResult(design, flow, cached, json_path, True, sources)
+            return SynthResult(design, flow, cached, json_path, True, sources, job)
         print(f"netlist2tf: the cached netlist {json_path} is damaged (not a readable Yosys JSON file); "
               f"discarded, running Yosys again", file=sys.stderr)
         json_path.unlink(missing_ok=True)
@@ -259,7 +281,7 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike | N
     tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, meta_path)
-    return SynthResult(design, flow, text, json_path, False, sources)
+    return SynthResult(design, flow, text, json_path, False, sources, job)
 
 
 def _read_cache_entry(path: Path) -> str | None:

@@ -59,16 +59,21 @@ def bit_neurons(f, layout: ResidualLayout, pairs: dict[int, int]) -> list[Neuron
     return [Neuron((), 1, ((out[0], 1), (out[1], -1)))] + boolean_function(ins, full & ~f.table, (out[1], out[0]))
 
 
-def lower_logic(netlist: Netlist, sched: Schedule, layout: ResidualLayout, pairs: dict[int, int]) -> list[list[Neuron]]:
-    """FFN neurons of every layer (index = layer) for the scheduled combinational cells."""
+def lower_logic(netlist: Netlist, sched: Schedule, layout: ResidualLayout, pairs: dict[int, int],
+                owners: list | None = None) -> list[list[Neuron]]:
+    """FFN neurons of every layer (index = layer) for the scheduled combinational cells; ``owners``
+    (a list of one list per layer), where given, receives each unit's rows as (unit, first, end)."""
     layers: list[list[Neuron]] = [[] for _ in range(sched.target.num_layers)]
     for name in sorted(sched.cell_layer, key=lambda c: (sched.cell_layer[c], c)):
         fns = sched.functions[name]
+        layer = layers[sched.cell_layer[name]]
+        first = len(layer)
         # a unit's threshold-function neurons merged (schedule.unit_cost counts them so)
-        layers[sched.cell_layer[name]] += merge_neurons(
+        layer += merge_neurons(
             [n for f in fns if not isinstance(f, BitFunction) for n in bit_neurons(f, layout, pairs)])
-        layers[sched.cell_layer[name]] += [n for f in fns if isinstance(f, BitFunction)
-                                          for n in bit_neurons(f, layout, pairs)]
+        layer += [n for f in fns if isinstance(f, BitFunction) for n in bit_neurons(f, layout, pairs)]
+        if owners is not None:
+            owners[sched.cell_layer[name]].append((name, first, len(layer)))
     return layers
 
 
@@ -116,6 +121,15 @@ def _free_time(n: int, written: dict, last: dict, L: int) -> int | None:
     kept net, one nothing reads, or one read only by the mixer of the layer that writes it)."""
     r = last.get(n)
     return 2 * r + 1 if r is not None and r < L and 2 * r + 1 > written[n] else None
+
+
+def pair_lifetimes(netlist: Netlist, sched: Schedule, kept: set[int]) -> dict[int, tuple[int, int | None]]:
+    """{net: (when its pair is written, when it is freed or None)} for every net that holds a
+    residual pair, in ``allocate_pairs_reusing``'s time (mixer l = 2l, FFN l = 2l + 1): the report's
+    "which channels, and until when"."""
+    order, written, last = _pair_lifetimes(netlist, sched, kept)
+    L = sched.target.num_layers
+    return {n: (written[n], _free_time(n, written, last, L)) for n in order}
 
 
 def live_pairs_per_layer(netlist: Netlist, sched: Schedule, kept: set[int]) -> list[int]:

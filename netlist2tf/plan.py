@@ -20,7 +20,7 @@ from .gadgets.ffn_threshold import Neuron, threshold_gate
 from .gadgets.layout import ResidualLayout
 from .graph import keep_outputs
 from .ir import CONST0, CONST1, CONSTX, Netlist
-from .lower import allocate_pairs_reusing, live_pairs_per_layer, lower_logic, reset_neurons
+from .lower import allocate_pairs_reusing, live_pairs_per_layer, lower_logic, pair_lifetimes, reset_neurons
 from .protocol import IN, MA, MD, REG, GroupSpec, TraceProtocol
 from .rom import preload
 from .schedule import Schedule, ScheduleError, schedule
@@ -140,6 +140,11 @@ class ModelPlan:
     initial_memory: dict            # memory name -> {address: word} (non-zero initial words)
     stats: dict = field(default_factory=dict)
     model_layout: ResidualLayout | None = None  # the checkpoint's residual: ``layout`` itself, or its signed fold
+    # per layer, whose FFN rows are whose: (unit, first row, end row), the pair resets and the token
+    # selection named in parentheses; rows in the order of ``neurons``
+    neuron_owners: tuple = ()
+    # {net: (time its pair is written, time it is freed or None)}, mixer l = 2l, FFN l = 2l + 1
+    lifetimes: dict = field(default_factory=dict)
 
     @property
     def gated(self):
@@ -504,6 +509,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     kept |= {g.gate for g in proto.groups if g.gate >= 0}   # read by the last FFN: which token follows a branch
     pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
     live_pairs = live_pairs_per_layer(netlist, probe, kept)
+    lifetimes = pair_lifetimes(netlist, probe, kept)
 
     # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
     # parity, commit flag, the gathered write-port fields, emit one-hot, emit parity, emitted value.
@@ -543,8 +549,11 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
         return layout.pair(names[name][i])
 
     # The logic, the pair resets, then the emit selection in the last layer's FFN.
-    neurons = lower_logic(netlist, probe, layout, pairs)
+    owners: list = [[] for _ in range(layers)]
+    neurons = lower_logic(netlist, probe, layout, pairs, owners)
     for layer, nets in enumerate(resets):
+        if nets:
+            owners[layer].append(("(pair resets)", len(neurons[layer]), len(neurons[layer]) + len(nets)))
         neurons[layer] += reset_neurons(nets, layout, pairs)
     select: list[Neuron] = []
     for e, (kind, idx) in enumerate(emit_chunks):
@@ -589,6 +598,8 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
                 ep = P("ep")
                 select += _when((br,) + ands + (ep[1],), minus, ors, ((ep[0], 1), (ep[1], -1)))
                 select += _when((br,) + ands + (ep[0],), minus, ors, ((ep[0], -1), (ep[1], 1)))
+    if select:
+        owners[layers - 1].append(("(token selection)", len(neurons[layers - 1]), len(neurons[layers - 1]) + len(select)))
     neurons[layers - 1] = neurons[layers - 1] + select
     intermediate = max(8, max(len(n) for n in neurons))
     if target is None:
@@ -624,7 +635,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
              "depth": sched.depth}
     return ModelPlan(s, netlist, proto, sched, target, layout, pairs, names,
                      tuple(tuple(n) for n in neurons), heads, tuple(key_heads), embedding, lm_head,
-                     needed, inits, memory, stats, model_layout)
+                     needed, inits, memory, stats, model_layout, tuple(tuple(o) for o in owners), lifetimes)
 
 
 def _condition_terms(proto, layout, pairs, conds):

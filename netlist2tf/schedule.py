@@ -99,7 +99,7 @@ class Schedule:
     ``functions[unit]`` its bit functions, ``unit_cell[unit]`` its cell; ``net_names`` names the
     macros' internal nets. ``read_layer[(memory, port)]`` the mixer layer of an asynchronous memory
     read; ``neurons[layer]`` FFN neurons used per layer; ``critical_path`` the chain of (node,
-    level) that reaches the deepest required bit."""
+    level) that reaches the deepest required bit (``critical_nodes``: the same steps as (node, net))."""
     target: Target
     level: dict
     cell_layer: dict
@@ -110,6 +110,7 @@ class Schedule:
     depth: int
     unit_cell: dict
     net_names: dict
+    critical_nodes: tuple = ()      # per critical_path step: (the graph node that computes it or None, its net)
 
     def net_name(self, netlist: Netlist, n: int) -> str:
         return self.net_names[n] if n in self.net_names else str(netlist.nets[n])
@@ -325,19 +326,21 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
         _drop_unread(netlist, cell_layer, functions, unit_cell, read_layer, required)
     depth = max((net_level(n) for n, _ in required), default=0)
     # Critical path: follow the deepest predecessor from the deepest required net.
-    path = []
+    path, nodes = [], []
     if required:
         n, what = max(required, key=lambda t: (net_level(t[0]), t[1]))
         path.append((what, net_level(n)))
+        nodes.append((None, n))
         while n in why:
             node, prev = why[n]
             src = g.nodes[node][N.SRC]
             name = net_names[n] if n in net_names else str(netlist.nets[n])
             path.append((f"{node} -> {name}" + (f" @ {src}" if src else ""), net_level(n)))
+            nodes.append((node, n))
             if prev is None:
                 break
             n = prev
-    path = tuple(reversed(path))
+    path, nodes = tuple(reversed(path)), tuple(reversed(nodes))
 
     if depth <= L - 1:
         _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required)
@@ -358,7 +361,7 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
             problems.append(f"layer {layer} needs {count} FFN neurons, the target has "
                             f"{target.intermediate_size} (intermediate_size)")
     return Schedule(target, level, cell_layer, read_layer, functions, tuple(neurons), path, depth,
-                    unit_cell, net_names), problems
+                    unit_cell, net_names, nodes), problems
 
 
 def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required):

@@ -101,6 +101,18 @@ def yosys_version() -> str:
     return version
 
 
+def premap_script(script: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The commands of a compile flow up to (not including) its ``abc``: what Yosys has just before
+    mapping LUTs, every gate still carrying the ``src`` of the word-level cell it came from (abc drops
+    them). The layer report recovers each LUT's HDL signal and line from it (``attribution.py``).
+    A separate run: writing the netlist in the middle of the flow reorders the design and changes
+    what abc maps. None for a flow without ``abc``."""
+    for i, cmd in enumerate(script):
+        if cmd.split()[0] == "abc":
+            return script[:i]
+    return None
+
+
 def flow_script(flow: str, top: str | None) -> tuple[str, ...]:
     """The command list of a named flow (``word``, ``gate``, ``lut`` or ``macro``) for top module ``top``.
 

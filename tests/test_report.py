@@ -1,13 +1,52 @@
 """The layer-assignment report: numbers cross-checked against the schedule and the model's weights,
 and byte-identical output for the same design."""
 
+import html
 import json
+import re
+import shutil
+
+import pytest
 
 from netlist2tf import cli
 from netlist2tf.assemble import assemble
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
-from netlist2tf.report import build_report, write_report
+from netlist2tf.report import build_report, validate_report, write_report
+
+
+def margins_from_weights(gate, layout) -> tuple[int, int, int | None]:
+    """(largest |pre-activation|, largest one, smallest |pre-activation| other than 0) of a signed
+    checkpoint's FFN (``gate``: gate_proj.weight = 128 x the pre-activation's weights), over every
+    +-1 value of the bit channels a row reads (the constant channel 1, an anchor its value): the
+    reachable values enumerated as a set, in halves (a signed weight may be a half). Independent of
+    the report's subset sums over pair-space neurons."""
+    from fractions import Fraction
+    anchors = dict(layout.anchors)
+    big = pos = 0
+    small = None
+    for row in (gate.double() / 128):
+        nz = row.nonzero().flatten().tolist()
+        if not nz:
+            continue
+        c = Fraction(0)
+        values = {Fraction(0)}
+        for ch in nz:
+            w = Fraction(row[ch].item())
+            if ch == layout.one:
+                c += w
+            elif ch in anchors:
+                c += w * anchors[ch]
+            else:
+                values = {v + w for v in values} | {v - w for v in values}
+        values = {v + c for v in values}
+        big = max(big, max(abs(v) for v in values))
+        pos = max(pos, max(values))
+        nonzero = [abs(v) for v in values if v]
+        if nonzero:
+            small = min(nonzero) if small is None else min(small, min(nonzero))
+    as_int = lambda x: int(x) if x is not None and x == int(x) else x
+    return as_int(big), as_int(pos), as_int(small)
 
 
 def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
@@ -16,31 +55,18 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     report = build_report(compiled.plan, compiled.stats["nonzero"])      # the plan, not the weights
     per = report["per_layer"]
     assert len(per) == 8 and report["logic_depth"] == compiled.schedule.depth == 6
-    # the signed checkpoint (the default) computes the same pre-activations: its largest ReLU input
-    # (bias plus |weights| over +-1 inputs) is the report's, its row sums of |weights| a bound no looser
+    # the signed checkpoint (the default) computes the same pre-activations: its margins, recomputed
+    # from its weights over every +-1 value of the channels each row reads, are the report's
     signed = assemble(nl, layers=8)
     assert build_report(signed.plan)["per_layer"] == per
     for p, layer in zip(per, signed.model.model.layers):
-        rows = layer.mlp.gate_proj.weight.double() / 128
-        one = signed.layout.one
-        bits = rows.clone()
-        bits[:, one] = 0
-        top = rows[:, one] + bits.abs().sum(dim=1)
-        assert p["max_relu_input"] == (int(top.max().item()) if p["ffn_neurons"] else 0)
-        assert int(rows.abs().sum(dim=1).max().item()) <= p["max_abs_preactivation"]
-    # the plan's numbers equal what the written pair weights say: neurons per layer are the non-zero
-    # rows of each layer's gate projection, the pre-activation bound the largest row sum of |weights|
+        assert (p["max_abs_preactivation"], p["max_relu_input"], p["smallest_margin"]) == \
+            margins_from_weights(layer.mlp.gate_proj.weight, signed.plan.model_layout)
     for p, layer in zip(per, compiled.model.model.layers):
         gate = layer.mlp.gate_proj.weight
         assert p["ffn_neurons"] == int((gate.abs().sum(dim=1) > 0).sum())
-        assert p["max_abs_preactivation"] == int((gate.abs().sum(dim=1) / 128).max().item())
         assert p["max_abs_preactivation"] <= 256 and p["bf16_exact"]
-        # the largest ReLU input: the constant channel's weight (the bias) plus the other positive ones
-        rows = gate / 128
-        one = compiled.plan.layout.one
-        pos = rows[:, one] + rows.clamp(min=0).sum(dim=1) - rows[:, one].clamp(min=0)
-        assert p["max_relu_input"] == (int(pos.max().item()) if p["ffn_neurons"] else 0)
-        assert p["smallest_margin"] == (1.0 if p["ffn_neurons"] else None)
+        assert p["smallest_margin"] == (1 if p["ffn_neurons"] else None)      # integer weights reach 0 and +-1
     # pairs in use per layer: the most held at once, so the largest is what the allocation needed
     assert max(p["live_pairs"] for p in per) == max(compiled.plan.pairs.values()) + 1
     assert all(0 < p["live_pairs"] <= report["totals"]["residual_pairs"] for p in per)
@@ -54,6 +80,8 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     assert sum(h.startswith("registers") for h in holds) == 2 and sum(h.startswith("write-port") for h in holds) == 2
     assert [h["holds"] for h in per[1]["deltanet_value_heads"]][0].startswith("storage read port 0: bank 0 (words 0-")
     assert sum(p["cells"] for p in per) == len(nl.cells)
+    validate_report(report)
+    assert sorted(c["cell"] for c in report["cells"]) == sorted(c.name for c in nl.cells)
     levels = [step["level"] for step in report["critical_path"]]
     assert levels == sorted(levels) and levels[-1] == 6
     assert report["totals"]["tokens_per_cycle"] == 8
@@ -61,13 +89,13 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
     write_report(report, a)
     write_report(build_report(assemble(nl, layers=8, bits="pairs").plan, compiled.stats["nonzero"]), b)
-    for name in ("report.json", "report.html"):
+    for name in ("report.json", "report.html", "assignment.csv"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     assert json.loads((a / "report.json").read_text())["design"] == "top"     # no name given: the netlist's
     assert cli.main(["report", "hdl.examples.counter:Counter", "--out", str(tmp_path / "c"),
                      "--build-dir", str(build_dir)]) == 0
     assert json.loads((tmp_path / "c" / "report.json").read_text())["design"] == "hdl.examples.counter:Counter"
-    assert "Layer assignment of hdl.examples.counter:Counter" in (tmp_path / "c" / "report.html").read_text()
+    assert "<h1>hdl.examples.counter:Counter: layer assignment</h1>" in (tmp_path / "c" / "report.html").read_text()
     assert "<img alt=\"per-layer plots\" src=\"data:image/png;base64," in (tmp_path / "c" / "report.html").read_text()
 
 
@@ -120,3 +148,72 @@ def test_report_says_which_way_a_rom_was_held_and_why(build_dir):
     assert port["lowered_as"] == "DeltaNet banks preloaded by the prompt" and port["key_heads"] == 1
     assert port["layers"] == [pre.schedule.read_layer[("rom", 0)]]
     assert f"its {words} non-zero words" in port["why"]
+
+
+def test_compare_lists_what_an_edit_changed(tmp_path, build_dir, capsys):
+    """``report --compare``: the counter at 8 and 12 bits. The old report's per-layer neurons and the
+    new one's, read from each report, differ where the comparison says; the count signal grows; a
+    missing, malformed or foreign old report is one clear error (exit 2) before any work."""
+    from netlist2tf.report_compare import compare_reports
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    assert cli.main(["report", "hdl.examples.counter:Counter(width=8)", "--layers", "4", "--out", str(old),
+                     "--build-dir", str(build_dir)]) == 0
+    assert cli.main(["report", "hdl.examples.counter:Counter(width=12)", "--layers", "4", "--out", str(new),
+                     "--build-dir", str(build_dir), "--compare", str(old / "report.json")]) == 0
+    printed = capsys.readouterr().out
+    a, b = (json.loads((f / "report.json").read_text()) for f in (old, new))
+    c = b["compare"]
+    assert c == compare_reports(a, {k: v for k, v in b.items() if k != "compare"}, str(old / "report.json"))
+    want = [(p["layer"], q["ffn_neurons"], p["ffn_neurons"]) for p, q in zip(b["per_layer"], a["per_layer"])
+            if p["ffn_neurons"] != q["ffn_neurons"]]
+    assert want and [(d["layer"], d["old"], d["new"]) for d in c["per_layer"] if d["field"] == "ffn_neurons"] == want
+    (count,) = [m for m in c["signals"]["changed"] if m["signal"] == "count (next value)"]
+    assert count["new_neurons"] > count["old_neurons"]
+    assert "count (next value)" in printed and "Changed since" in (new / "report.html").read_text()
+    for bad, says in ((tmp_path / "none.json", "no such file"), (new / "assignment.csv", "not a readable JSON"),
+                      (tmp_path / "mine.json", "not a netlist2tf layer report")):
+        if bad.name == "mine.json":
+            bad.write_text('{"design": "x"}')
+        assert cli.main(["report", "hdl.examples.counter:Counter", "--layers", "4", "--out", str(tmp_path / "x"),
+                         "--build-dir", str(build_dir), "--compare", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "x").exists()
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install chromium; "
+                                              ".ci/run installs it)")
+def test_the_page_in_headless_chromium(tmp_path, build_dir):
+    """The HTML page rendered by a real browser: its script runs without an error, and the search
+    (``?q=`` pre-fills the box, as typing does) leaves exactly the signals whose name or line match."""
+    folder = tmp_path / "r"
+    assert cli.main(["report", "hdl.examples.fifo:FIFO", "--layers", "8", "--out", str(folder),
+                     "--build-dir", str(build_dir)]) == 0
+    report = json.loads((folder / "report.json").read_text())
+    name = "r_ptr (next value)"
+    want = [s["signal"] for s in report["signals"]
+            if "r_ptr" in " ".join([s["signal"], *s["src"], *s["bits"]]).lower()]
+    assert name in want and len(want) < len(report["signals"])
+    dom, log = _render(folder / "report.html", "r_ptr", tmp_path)
+    assert 'data-ready="1"' in dom, log[-2000:]
+    assert re.search(r'<pre id="errors"></pre>', dom) and "Uncaught" not in log
+    shown = re.findall(r'<tr data-k="[^"]*">\s*<td><b>([^<]*)</b>', dom)
+    assert [html.unescape(s) for s in shown] == want
+    assert f'data-shown="{len(want)}"' in dom
+    dom, _ = _render(folder / "report.html", "", tmp_path)
+    assert len(re.findall(r'<tr data-k="[^"]*">', dom)) == len(report["signals"])
+
+
+def _render(page, query: str, tmp_path):
+    """(the DOM after the page's script ran, Chromium's log) for ``page?q=query``."""
+    import subprocess
+    url = page.resolve().as_uri() + (f"?q={query}" if query else "")
+    proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={tmp_path / ('chrome' + query)}", "--enable-logging=stderr", "--v=0",
+                           "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    return proc.stdout, proc.stderr
