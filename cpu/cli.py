@@ -332,6 +332,30 @@ def cmd_fit(args) -> int:
     return 1 if bad else 0
 
 
+def cmd_report(args) -> int:
+    from netlist2tf.outputs import check_output_folder
+    from netlist2tf.paths import build_dir
+    from netlist2tf.report import write_report
+
+    from .model_engine import MODEL_RAM_SIZE, cpu_report
+
+    ram = args.ram_size or MODEL_RAM_SIZE
+    out = Path(args.out) if args.out else build_dir() / "reports" / f"cpu-{ram // 1024}k{'-nozba' if args.no_zba else ''}"
+    check_output_folder(out, "--out", args.force)
+    old = None
+    if args.compare:                          # read before any work: a bad file fails at once
+        from netlist2tf.report_compare import load_report
+        old = load_report(args.compare)
+    report = cpu_report(ram, zba=not args.no_zba)
+    if old is not None:
+        from netlist2tf.report_compare import compare_reports, compare_text
+        report["compare"] = compare_reports(old, report, args.compare)
+        print(compare_text(report["compare"]))
+    _, page = write_report(report, out, force=args.force)
+    print(f"cpu: layer-assignment report {page} (data: report.json, assignment.csv beside it)", file=sys.stderr)
+    return 0
+
+
 def build_parser():
     from netlist2tf.cliutil import Formatter, Parser, add_version, count
 
@@ -422,6 +446,22 @@ def build_parser():
     fit.add_argument("--ram-size", type=_ram_size, default=None,
                      help="RAM size in bytes (default 16384, the model engine's)")
     fit.set_defaults(func=cmd_fit)
+
+    report = sub.add_parser("report", help="the compiled CPU's layer report from hdl/rv32 as it is now (no weights)",
+                            description="plan the CPU of hdl/rv32/core.py as the model engine compiles it and write "
+                                        "its layer report (report.html, report.json, assignment.csv; docs/REPORT.md), "
+                                        "~1 minute; with --compare, what an HDL edit changed against an earlier "
+                                        "report (e.g. build/cpu-model/<hash>/report/report.json)",
+                            formatter_class=Formatter)
+    report.add_argument("--ram-size", type=_ram_size, default=None,
+                        help="RAM size in bytes (default 16384, the model engine's)")
+    report.add_argument("--no-zba", action="store_true", help="the core without the Zba extension")
+    report.add_argument("--out", metavar="DIR", default=None,
+                        help="the report folder (default build/reports/cpu-16k[-nozba])")
+    report.add_argument("--compare", metavar="OLD_REPORT.json", default=None,
+                        help="an earlier report (report.json or its folder): print and record what changed")
+    report.add_argument("--force", action="store_true", help="let --out replace a folder that is not a report of ours")
+    report.set_defaults(func=cmd_report)
 
     programs = sub.add_parser("programs", help="list the program table")
     programs.set_defaults(func=cmd_programs)

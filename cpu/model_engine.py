@@ -292,6 +292,22 @@ def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None) -> tuple[di
         return None, str(exc).split("\n", 1)[1] if "\n" in str(exc) else str(exc)
 
 
+def cpu_report(ram_size: int = MODEL_RAM_SIZE, zba: bool = True, build_dir=None) -> dict:
+    """The layer report of the compiled CPU as the model engine compiles it (``model_settings``, the
+    core of ``hdl/rv32/core.py`` as it is now), from the plan alone (no weights: ~1 minute, about
+    half of it Yosys). What ``cpu report`` writes; the checkpoint's own report is the same data with
+    the non-zero count of its weights."""
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.ir import parse_netlist
+    from netlist2tf.plan import plan_model
+    from netlist2tf.report import build_report
+
+    design = core_design(ram_size, zba=zba)
+    result = synthesize(design, flow=FLOW, build_dir=build_dir)
+    netlist = parse_netlist(result.json_text, str(result.json_path))
+    return build_report(plan_model(netlist, model_settings()), design=design, synth=result, netlist=netlist)
+
+
 def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=None, checkpoint=None,
                executor: str = "stock", text_prefix: int = 0):
     """(model, protocol, netlist, initial registers, meta, folder), loaded once per process.

@@ -105,7 +105,8 @@ def _check_parent(path: Path, option: str) -> None:
     if not parent.is_dir():
         raise OutputError(f"{option} {path}: {parent} is a file, not a folder; choose a path in a folder")
     try:                             # a real probe: access() says yes to root under /proc
-        os.rmdir(tempfile.mkdtemp(prefix=".netlist2tf-probe-", dir=parent))
+        with _signals_deferred():    # an interrupt between mkdtemp and rmdir would leave the probe
+            os.rmdir(tempfile.mkdtemp(prefix=".netlist2tf-probe-", dir=parent))
     except OSError as exc:
         raise OutputError(f"{option} {path}: cannot write in {parent} ({exc.strerror or exc}); choose a path "
                           f"where you can write") from None

@@ -228,7 +228,7 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
         s = sigs.get(key)
         if s is None:
             s = sigs[key] = {"signal": key, "kind": "logic", "src": [], "bits": set(), "cells": 0,
-                             "layers": {}, "channels": [], "heads": [], "tokens": []}
+                             "layers": {}, "by_line": {}, "channels": [], "heads": [], "tokens": []}
         if src and src not in s["src"]:
             s["src"].append(src)
         if name and name != key:
@@ -244,6 +244,9 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
         lay["units"] += 1
         if end > first:
             lay["neurons"].append([first, end])
+        line = s["by_line"].setdefault(w["src"] or "(no source)", {}).setdefault(str(layer), [])
+        if end > first:
+            line.append([first, end])
         pl = per_layer_signals[layer][(s["signal"], w["src"])]
         pl["units"] += 1
         if end > first:
@@ -282,11 +285,13 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
     # what the DeltaNet heads and the tokens carry, by the bits' signal names
     heads_out = []
     for h in plan.heads:
-        heads_out.append({"layer": h.layer, "head": h.head, "holds": h.holds})
         bank = re.match(r"(\S+) read port (\d+): ", h.holds)
-        for name in ({f"{bank.group(1)} (read port {bank.group(2)})"} if bank else _names_in(h.holds)):
+        named = []
+        for name in sorted({f"{bank.group(1)} (read port {bank.group(2)})"} if bank else _names_in(h.holds)):
             if name in sigs:
                 sigs[name]["heads"].append({"layer": h.layer, "head": h.head})
+                named.append({"signal": name, "src": sigs[name]["src"][0] if sigs[name]["src"] else ""})
+        heads_out.append({"layer": h.layer, "head": h.head, "holds": h.holds, "signals": named})
     tokens = _tokens(plan)
     for t in tokens:
         for name in {signal_of_bit(b) for b in t["bits"]}:
@@ -298,6 +303,10 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
         s["bits"] = sorted(s["bits"], key=_bit_order)
         s["channels"] = sorted(s["channels"], key=lambda c: _bit_order(c["bit"]))
         s["tokens"] = sorted(set(s["tokens"]), key=_chunk_order)
+        for lay in s["layers"].values():
+            lay["neurons"] = _merge_ranges(lay["neurons"])
+        s["by_line"] = {src: {k: _merge_ranges(v) for k, v in sorted(by.items(), key=lambda kv: int(kv[0]))}
+                        for src, by in sorted(s["by_line"].items(), key=lambda kv: _line_order(kv[0]))}
         signals.append(s)
 
     # per layer
@@ -314,7 +323,8 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
             "ffn_neurons": stats["neurons_per_layer"][i], "ffn_capacity": target.intermediate_size,
             "deltanet_heads": stats["deltanet_heads"][i], "deltanet_capacity": target.linear_num_value_heads,
             "memory_reads": sorted(f"{m}.{p}" for (m, p), layer in sched.read_layer.items() if layer == i),
-            "deltanet_value_heads": [{"head": h["head"], "holds": h["holds"]} for h in heads_out if h["layer"] == i],
+            "deltanet_value_heads": [{k: v for k, v in h.items() if k != "layer"} for h in heads_out
+                                     if h["layer"] == i],
             "cells": len({sched.unit_cell[u] for u in units}), "units": len(units),
             "cells_by_source": dict(sorted(groups.items(), key=lambda kv: (-kv[1], kv[0]))),
             "signals": here, "other_neurons": special[i],
@@ -356,6 +366,11 @@ def _names_in(holds: str) -> set[str]:
 def _bit_order(name: str):
     m = re.fullmatch(r"(.*)\[(\d+)\](.*)", name)
     return (m.group(1), int(m.group(2)), m.group(3)) if m else (name, -1, "")
+
+
+def _line_order(src: str):
+    path, _, line = src.rpartition(":")
+    return (path, int(line)) if line.isdigit() else (src, 0)
 
 
 def _chunk_order(chunk: str):

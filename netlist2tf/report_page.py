@@ -43,7 +43,8 @@ def plot_png(report: dict) -> bytes:
 
     per = report["per_layer"]
     xs = [p["layer"] for p in per]
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+    fig, axes = plt.subplots(2, 2, figsize=(13, 7))
+    axes = axes.flatten()
 
     def bars(ax, values, cap, title, color, cap_label):
         b = ax.bar(xs, values, color=color)
@@ -109,13 +110,22 @@ def render_page(report: dict) -> str:
 
     sig_rows = []
     for s in report["signals"]:
-        layers = "; ".join(f"L{k}: {v['units']} unit(s)" + (f", rows {_ranges(v['neurons'])}" if v["neurons"] else "")
-                           for k, v in sorted(s["layers"].items(), key=lambda kv: int(kv[0])))
+        layers = sorted(s["layers"].items(), key=lambda kv: int(kv[0]))
+        rows = sum(b - a for _, v in layers for a, b in v["neurons"])
+        where = ", ".join(f"L{k}" for k, _ in layers) or "-"
+        per_layer = "".join(f"<li>L{k}: {v['units']} unit(s)" + (f", rows {_ranges(v['neurons'])}" if v["neurons"] else "")
+                            + "</li>" for k, v in layers)
+        per_line = "".join(f"<li>{_e(src)}: " + "; ".join(f"L{k} rows {_ranges(r) or '-'}" for k, r in by.items())
+                           + "</li>" for src, by in s["by_line"].items())
+        more = (f"<details><summary>{len(s['channels'])} bit(s) in the residual</summary>{_channels(s['channels'])}</details>"
+                if s["channels"] else "-")
+        detail = (f"<details><summary>{where}: {rows:,} FFN rows</summary><ul>{per_layer}</ul>"
+                  + (f"by source line:<ul>{per_line}</ul>" if per_line else "") + "</details>") if layers else "-"
         heads = ", ".join(f"L{h['layer']} head {h['head']}" for h in s["heads"])
         key = " ".join([s["signal"], *s["src"], *s["bits"]]).lower()
         sig_rows.append(
             f"<tr data-k=\"{_e(key)}\"><td><b>{_e(s['signal'])}</b></td><td>{_e(s['kind'])}</td>"
-            f"<td>{_e(', '.join(s['src']))}</td><td>{layers}</td><td>{_channels(s['channels'])}</td>"
+            f"<td>{_e(', '.join(s['src']))}</td><td>{detail}</td><td>{more}</td>"
             f"<td>{_e(heads)}</td><td>{_e(', '.join(s['tokens']))}</td></tr>")
 
     layer_rows = "".join(
@@ -133,7 +143,10 @@ def render_page(report: dict) -> str:
         items = "".join(f"<li><b>{_e(s['signal'])}</b> <i>{_e(s['src'])}</i>: rows {_ranges(s['neurons']) or '-'}"
                         f" ({s['units']} unit(s))</li>" for s in p["signals"])
         items += "".join(f"<li><i>{_e(o['what'])}</i>: rows {_ranges([o['neurons']])}</li>" for o in p["other_neurons"])
-        heads = "".join(f"<li>head {h['head']}: {_e(h['holds'])}</li>" for h in p["deltanet_value_heads"])
+        heads = "".join(f"<li>head {h['head']}: {_e(h['holds'])}"
+                        + (f" <i>({_e(', '.join(x['src'] for x in h['signals'] if x['src']))})</i>"
+                           if any(x["src"] for x in h["signals"]) else "") + "</li>"
+                        for h in p["deltanet_value_heads"])
         details.append(
             f"<details><summary>layer {p['layer']} ({p['type']}): {len(p['signals'])} signals, "
             f"{p['ffn_neurons']} FFN neurons, {len(p['deltanet_value_heads'])} value heads</summary>"

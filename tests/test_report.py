@@ -79,6 +79,13 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     assert len(holds) == 6 and sum(h.startswith("input") for h in holds) == 2
     assert sum(h.startswith("registers") for h in holds) == 2 and sum(h.startswith("write-port") for h in holds) == 2
     assert [h["holds"] for h in per[1]["deltanet_value_heads"]][0].startswith("storage read port 0: bank 0 (words 0-")
+    # a register's head names the signal and the line that declares it (read from the HDL file here)
+    from pathlib import Path
+    import hdl.examples.fifo as fifo
+    line = next(i + 1 for i, ln in enumerate(Path(fifo.__file__).read_text().splitlines())
+                if ln.lstrip().startswith("r_ptr = Signal"))
+    (head,) = [h for h in per[0]["deltanet_value_heads"] if "r_ptr" in h["holds"]]
+    assert {"signal": "r_ptr", "src": f"hdl/examples/fifo.py:{line}"} in head["signals"]
     assert sum(p["cells"] for p in per) == len(nl.cells)
     validate_report(report)
     assert sorted(c["cell"] for c in report["cells"]) == sorted(c.name for c in nl.cells)

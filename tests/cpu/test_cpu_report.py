@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 
-from cpu.model_engine import FLOW, MODEL_RAM_SIZE, build_checkpoint, core_design, model_settings
+from cpu.model_engine import FLOW, MODEL_RAM_SIZE, build_checkpoint, core_design
 from netlist2tf.frontend import synthesize
 from hdl.rv32 import core as core_module
 from netlist2tf.gadgets.layout import ResidualLayout
@@ -93,21 +93,22 @@ def test_the_margins_are_the_weights(built):
         assert p["bf16_exact"] == (p["max_relu_input"] <= 256)
 
 
-def test_compare_the_core_without_zba(built, tmp_path):
-    """A real edit: the core built without Zba (sh1add/sh2add/sh3add). The comparison lists fewer FFN
-    neurons in the layers that computed the shifted adds, and names the signals that changed."""
-    from netlist2tf.plan import plan_model
-    from netlist2tf.report import build_report
+def test_compare_the_core_without_zba(built, tmp_path, capsys):
+    """A real edit: ``cpu report --no-zba --compare`` against the checkpoint's report (the core with Zba:
+    sh1add/sh2add/sh3add). The comparison lists fewer FFN neurons and parameters, names the signals
+    that changed, and the Zba lines of the HDL lose their cells."""
+    from cpu import cli as cpu_cli
     from netlist2tf.report_compare import compare_reports, compare_text
 
-    _, old = built
-    design = core_design(MODEL_RAM_SIZE).replace("zba=True", "zba=False")
-    assert design != core_design(MODEL_RAM_SIZE)
-    result = synthesize(design, flow=FLOW, build_dir=BUILD)
-    nl = parse_netlist(result.json_text)
-    new = build_report(plan_model(nl, model_settings()), design=design, synth=result, netlist=nl)
-    c = compare_reports(old, new, "old.json")
-    text = compare_text(c)
+    folder, old = built
+    out = tmp_path / "nozba"
+    assert cpu_cli.main(["report", "--no-zba", "--out", str(out), "--compare", str(folder / "report")]) == 0
+    printed = capsys.readouterr().out
+    new = json.loads((out / "report.json").read_text())
+    validate_report(new)
+    assert "zba=False" in new["design"] and new["compare"]["old_design"] == old["design"]
+    c = compare_reports(old, {k: v for k, v in new.items() if k != "compare"}, str(folder / "report"))
+    assert c == new["compare"] and compare_text(c) == printed.strip()
     # the Zba lines of hdl/rv32/core.py (is_zba, zba_res: found by reading the file) have cells in
     # FFN rows before and none after: the attribution sees the edit where it was made
     lines = Path(core_module.__file__).read_text().splitlines()
@@ -126,4 +127,4 @@ def test_compare_the_core_without_zba(built, tmp_path):
     assert sum(p["ffn_neurons"] for p in new["per_layer"]) < sum(p["ffn_neurons"] for p in old["per_layer"])
     (rd,) = [m for m in c["signals"]["changed"] if m["signal"] == "rd_value"]   # the result mux loses Zba
     assert rd["new_neurons"] < rd["old_neurons"]
-    assert "~ rd_value:" in text and "parameters:" in text
+    assert "~ rd_value:" in printed and "parameters:" in printed
