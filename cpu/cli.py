@@ -336,21 +336,19 @@ def cmd_report(args) -> int:
     from netlist2tf.outputs import check_output_folder
     from netlist2tf.paths import build_dir
     from netlist2tf.report import write_report
+    from netlist2tf.report_compare import attach_comparison, old_report
 
-    from .model_engine import MODEL_RAM_SIZE, cpu_report
+    from .model_engine import MODEL_RAM_SIZE, core_design, cpu_report
 
     ram = args.ram_size or MODEL_RAM_SIZE
     out = Path(args.out) if args.out else build_dir() / "reports" / f"cpu-{ram // 1024}k{'-nozba' if args.no_zba else ''}"
     check_output_folder(out, "--out", args.force)
-    old = None
-    if args.compare:                          # read before any work: a bad file fails at once
-        from netlist2tf.report_compare import load_report
-        old = load_report(args.compare)
+    design = core_design(ram, zba=not args.no_zba)
+    old, old_name = old_report(args.compare, out, design)      # before any work: a bad file fails at once
     report = cpu_report(ram, zba=not args.no_zba)
-    if old is not None:
-        from netlist2tf.report_compare import compare_reports, compare_text
-        report["compare"] = compare_reports(old, report, args.compare)
-        print(compare_text(report["compare"]))
+    text = attach_comparison(report, old, old_name, bool(args.compare))
+    if text:
+        print(text)
     _, page = write_report(report, out, force=args.force)
     print(f"cpu: layer-assignment report {page} (data: report.json, assignment.csv beside it)", file=sys.stderr)
     return 0
@@ -459,7 +457,8 @@ def build_parser():
     report.add_argument("--out", metavar="DIR", default=None,
                         help="the report folder (default build/reports/cpu-16k[-nozba])")
     report.add_argument("--compare", metavar="OLD_REPORT.json", default=None,
-                        help="an earlier report (report.json or its folder): print and record what changed")
+                        help="an earlier report (report.json or its folder): print and record what changed "
+                             "(without it: the report already in --out, if any: the last build)")
     report.add_argument("--force", action="store_true", help="let --out replace a folder that is not a report of ours")
     report.set_defaults(func=cmd_report)
 

@@ -257,18 +257,16 @@ def cmd_report(args) -> int:
     from .plan import plan_model
     from .report import build_report, write_report
 
+    from .report_compare import attach_comparison, old_report
+
     out = _out_folder(args, "reports")
-    old = None
-    if args.compare:                              # read before any work: a bad file fails at once
-        from .report_compare import load_report
-        old = load_report(args.compare)
+    old, old_name = old_report(args.compare, out, args.design)    # before any work: a bad file fails at once
     result, netlist, target = _compile_inputs(args)
     plan = plan_model(netlist, _settings(args, target))
     report = build_report(plan, design=args.design, synth=result, netlist=netlist)
-    if old is not None:
-        from .report_compare import compare_reports, compare_text
-        report["compare"] = compare_reports(old, report, args.compare)
-        print(compare_text(report["compare"]))
+    text = attach_comparison(report, old, old_name, bool(args.compare))
+    if text:
+        print(text)
     js, page = write_report(report, out, force=args.force)
     print(f"{args.design}: layer-assignment report {page} (data: {js}; one row per cell: "
           f"{out / 'assignment.csv'})", file=sys.stderr)
@@ -511,7 +509,8 @@ def build_parser() -> argparse.ArgumentParser:
     compile_args(p, "folder (default: BUILD/reports/DESIGN)")
     p.add_argument("--compare", metavar="OLD_REPORT.json",
                    help="an earlier report of the design (report.json or its folder): print and record what "
-                        "changed (layers, neurons, heads, tokens per cycle, critical path, which signals moved)")
+                        "changed (layers, neurons, heads, tokens per cycle, critical path, which signals moved); "
+                        "without it, a report of the same design already in --out is compared (the last build)")
     p.set_defaults(func=cmd_report)
 
     p = parser("verify", "run a checkpoint with transformers against the netlist simulator")

@@ -5,6 +5,12 @@ per cycle, logic depth, ...), per layer the FFN neurons, DeltaNet heads, logic b
 signals that differ, whether the critical path changed (as HDL signals), and the signals added,
 removed, moved (their set of layers changed) or resized (their FFN neurons changed). Signals are
 matched by name, not by source line: an edit shifts the lines below it, not the names.
+
+The rebuild loop (``old_report`` / ``attach_comparison``, used by ``netlist2tf report`` and ``cpu
+report``): with ``--compare OLD`` the comparison is against OLD; without it, a report folder that
+already holds a report of the same design is compared with what replaces it ("since the last
+build"), and a report that did not change gets no comparison, so rebuilding the same HDL writes the
+same bytes.
 """
 
 import json
@@ -123,3 +129,31 @@ def compare_text(c: dict) -> str:
         lines.append(f"  ~ {m['signal']}: layers {m['old_layers']} -> {m['new_layers']}, FFN neurons "
                      f"{m['old_neurons']} -> {m['new_neurons']}")
     return "\n".join(lines)
+
+
+def old_report(compare, out_folder, design: str) -> tuple[dict | None, str]:
+    """(the report to compare with, its name): ``compare`` (--compare, read or one clear error), or
+    else the report already in ``out_folder`` when it is one of this version for ``design`` (the
+    last build; anything else there is ignored: the folder checks decide whether it may be replaced)."""
+    if compare:
+        return load_report(compare), str(compare)
+    previous = Path(out_folder) / "report.json"
+    if not previous.is_file():
+        return None, ""
+    try:
+        report = load_report(previous)
+    except Netlist2TFError:
+        return None, ""
+    return (report, f"the last build ({previous})") if report.get("design") == design else (None, "")
+
+
+def attach_comparison(report: dict, old: dict | None, old_name: str, explicit: bool) -> str | None:
+    """Put the comparison with ``old`` into ``report`` and return its text; for the last build
+    (``explicit`` False) nothing when nothing changed (the report then equals it byte for byte)."""
+    if old is None:
+        return None
+    same = {k: v for k, v in old.items() if k != "compare"} == json.loads(json.dumps(report))
+    if same and not explicit:
+        return f"unchanged since {old_name}"
+    report["compare"] = compare_reports(old, report, old_name)
+    return compare_text(report["compare"])
