@@ -70,6 +70,40 @@ def plot_png(report: dict) -> bytes:
     return buf.getvalue()
 
 
+def occupancy_png(report: dict) -> bytes:
+    """The residual channels over the model's steps (mixer and FFN of each layer): which channel holds
+    which kind of bit when, from the signals' channels and their written/freed times."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+
+    kinds = {"register": 1, "input": 2, "memory read": 3, "logic": 4}
+    steps = 2 * report["layers"]
+    chans = [ch for s in report["signals"] for c in s["channels"] for ch in c["channels"]]
+    grid = np.zeros((max(chans, default=0) + 1, steps), dtype=np.int8)
+    for s in report["signals"]:
+        for c in s["channels"]:
+            w = c["written"]
+            f = c["freed"]
+            a = 2 * w["layer"] + (w["part"] == "ffn") if w else 0
+            b = 2 * f["layer"] + (f["part"] == "ffn") if f else steps
+            for ch in c["channels"]:
+                grid[ch, a:b] = kinds[s["kind"]]
+    fig, ax = plt.subplots(figsize=(13, 3.6))
+    cmap = ListedColormap(["#ffffff", "tab:green", "tab:olive", "tab:cyan", "tab:blue"])
+    ax.imshow(grid.T, aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=4, origin="lower")
+    ax.set_yticks(range(0, steps, 2), [f"L{i} mixer" for i in range(report["layers"])], fontsize=7)
+    ax.set(xlabel="residual channel", title="which channel holds a bit at each step (green: registers, olive: "
+           "inputs, cyan: memory reads, blue: logic; white: free)")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80, metadata={"Software": None})
+    plt.close(fig)
+    return buf.getvalue()
+
+
 _SCRIPT = """
 <script>
 (function () {
@@ -103,6 +137,7 @@ _SCRIPT = """
 def render_page(report: dict) -> str:
     t = report["totals"]
     png = base64.b64encode(plot_png(report)).decode()
+    occupancy = base64.b64encode(occupancy_png(report)).decode()
     design = _e(report["design"])
     nonzero = f"{t['nonzero']:,} non-zero" if t["nonzero"] is not None else "weights not written: no non-zero count"
     bits = ("one channel of +-1 each in the checkpoint, planned as pairs" if t["residual_bits"] == "signed"
@@ -184,6 +219,7 @@ assignment.csv (one row per cell).</p>
 <pre id="errors"></pre><span id="status"></span>
 {compare}
 <img alt="per-layer plots" src="data:image/png;base64,{png}">
+<img alt="residual channels over the layers" src="data:image/png;base64,{occupancy}">
 <h2>Find a signal</h2>
 <p><input id="search" type="search" placeholder="signal name or source line, e.g. pc or core.py:170"
  aria-label="find a signal"> <span id="count"></span></p>

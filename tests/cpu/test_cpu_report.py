@@ -80,6 +80,29 @@ def test_a_signal_found_by_name_lives_in_the_rows_and_channels_the_weights_say(b
         assert written <= out
 
 
+def test_channels_are_shared_only_by_bits_that_are_never_alive_together(built):
+    """The report's channels, with when each bit is written and freed: two bits that share a residual
+    channel live in disjoint times (mixer l = 2l, FFN l = 2l + 1; never freed = to the end), and the
+    most bits alive at once after any layer's FFN is that layer's ``live_pairs``."""
+    _, report = built
+    def t(x, end=10 ** 9):
+        return end if x is None else 2 * x["layer"] + (x["part"] == "ffn")
+    by_channel: dict = {}
+    for s in report["signals"]:
+        for c in s["channels"]:
+            for ch in c["channels"]:
+                by_channel.setdefault(ch, []).append((t(c["written"], None), t(c["freed"]), c["bit"]))
+    assert len(by_channel) > 500
+    for ch, spans in by_channel.items():
+        spans.sort()
+        for (a0, a1, x), (b0, b1, y) in zip(spans, spans[1:]):
+            assert a1 <= b0, f"channel {ch}: {x} [{a0}, {a1}) and {y} [{b0}, {b1})"
+    spans = [sp for v in by_channel.values() for sp in v]
+    for p in report["per_layer"]:
+        alive = max(sum(1 for a, b, _ in spans if a <= t < b) for t in (2 * p["layer"], 2 * p["layer"] + 1))
+        assert alive == p["live_pairs"], p["layer"]
+
+
 def test_the_margins_are_the_weights(built):
     folder, report = built
     w = _weights(folder)
