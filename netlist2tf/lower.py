@@ -137,11 +137,13 @@ def live_pairs_per_layer(netlist: Netlist, sched: Schedule, kept: set[int]) -> l
     or after its FFN, by ``allocate_pairs_reusing``'s lifetimes (a net holds its pair from its
     write until its last reader's FFN; a ``kept`` net, or one nothing reads after it is written,
     to the end). The largest is the number of pairs that allocation uses (it is optimal)."""
-    order, written, last = _pair_lifetimes(netlist, sched, kept)
-    L = sched.target.num_layers
-    free = {n: _free_time(n, written, last, L) or 2 * L + 1 for n in order}
-    return [max(sum(1 for n in order if written[n] <= t < free[n]) for t in (2 * i, 2 * i + 1))
-            for i in range(L)]
+    return live_pairs(pair_lifetimes(netlist, sched, kept), sched.target.num_layers)
+
+
+def live_pairs(lifetimes: dict, layers: int) -> list[int]:
+    """``live_pairs_per_layer`` from ``pair_lifetimes``'s result (a net never freed lives to the end)."""
+    spans = [(w, layers * 2 + 1 if f is None else f) for w, f in lifetimes.values()]
+    return [max(sum(1 for w, f in spans if w <= t < f) for t in (2 * i, 2 * i + 1)) for i in range(layers)]
 
 
 def allocate_pairs_reusing(netlist: Netlist, sched: Schedule, kept: set[int]) -> tuple[dict[int, int], list[list[int]]]:

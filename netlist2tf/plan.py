@@ -20,7 +20,7 @@ from .gadgets.ffn_threshold import Neuron, threshold_gate
 from .gadgets.layout import ResidualLayout
 from .graph import keep_outputs
 from .ir import CONST0, CONST1, CONSTX, Netlist
-from .lower import allocate_pairs_reusing, live_pairs_per_layer, lower_logic, pair_lifetimes, reset_neurons
+from .lower import allocate_pairs_reusing, live_pairs, lower_logic, pair_lifetimes, reset_neurons
 from .protocol import IN, MA, MD, REG, GroupSpec, TraceProtocol
 from .rom import preload
 from .schedule import Schedule, ScheduleError, schedule
@@ -508,8 +508,8 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
             for n in proto.chunks_of(kind)[idx].bits}
     kept |= {g.gate for g in proto.groups if g.gate >= 0}   # read by the last FFN: which token follows a branch
     pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
-    live_pairs = live_pairs_per_layer(netlist, probe, kept)
     lifetimes = pair_lifetimes(netlist, probe, kept)
+    live = live_pairs(lifetimes, layers)
 
     # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
     # parity, commit flag, the gathered write-port fields, emit one-hot, emit parity, emitted value.
@@ -624,7 +624,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     memory = {k: v for k, v in memory.items() if v}
     possible = [g.gate not in (CONST0, CONSTX) for g in proto.groups]
     stats = {"layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
-             "neurons_per_layer": [len(n) for n in neurons], "live_pairs_per_layer": live_pairs,
+             "neurons_per_layer": [len(n) for n in neurons], "live_pairs_per_layer": live,
              "deltanet_heads": [h * group for h in key_heads], "deltanet_key_heads": key_heads,
              "layer_types": list(types), "linear_key_head_dim": dk, "linear_value_head_dim": dv,
              # at most: every group that can be on (a preloaded ROM's port, gated by a constant 0, never is)
