@@ -11,12 +11,12 @@ cache) until every program halts, and decodes the frames into the machine's ``Ru
 bytes, the halt, and one ``Retire`` record per cycle in which an instruction retires.
 
 The model emits only the outputs the host cannot read off the trace (``MODEL_OUTPUTS``): the halt's
-kind and cause (1 token, in the halting frame only), and the gates of the held groups (``m_op_emit``,
-``pc_mid_emit``), which are not emitted: a group's presence is its gate. No token is emitted in every
-frame but the last: the pc's low 4 word bits with ``m_busy``, ``halted``, ``pc_oob`` and ``m_op_new``.
+kind and cause (1 token, in the halting frame only), and the tail group's gate ``pc_mid_emit``, which
+is not emitted: a group's presence is its gate. No token is emitted in every frame but the last: the
+pc's low 4 word bits with ``m_busy``, ``halted``, ``pc_oob`` and ``m_pend``.
 ``TraceDecoder`` rebuilds the rest of each record from tokens the model generates anyway: pc and next
 pc from the pc registers' tokens, whether the instruction retires from the state (halted's next
-value, the M unit's busy flag and count), the memory (RAM, then the 32 registers) mirrored from the
+value, the M unit's flags and count: ``hdl.rv32.core.m_retires``), the memory (RAM, then the 32 registers) mirrored from the
 prompt and the write-port tokens (so ``insn`` is the mirrored word at pc, ``rd``/``rd_wdata`` a write
 to a register word, store data a RAM write's bytes, a retired store that writes no RAM word a console
 byte, the exit code the mirrored a0). A load's or store's address, which no state holds, is the one
@@ -39,7 +39,7 @@ import numpy as np
 from netlist2tf.errors import Netlist2TFError
 from netlist2tf.paths import build_dir as default_build_dir
 
-from hdl.rv32.core import M_CYCLES, m_steps   # a division occupies the core M_CYCLES cycles, a multiplication fewer
+from hdl.rv32.core import M_CYCLES, m_retires   # a division occupies the core up to M_CYCLES cycles, a multiplication 1-2
 
 from .machine import CONSOLE_ADDR, Halt, Retire, RunResult
 from .netlist_engine import check_image, core_design, halt_from_port
@@ -50,17 +50,19 @@ KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RA
 FLOW = "macro6"
 CHUNK_BITS = 8
 # the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
-MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "m_op_emit", "pc_mid_emit")
+MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "pc_mid_emit")
 # The gated groups (protocol.py, docs/CPU-MODEL.md 2): emitted only in the frames where their gate is 1.
 # Registers, gated by a register's next value (z3 proves their values do not matter in a cycle that
-# starts with it at 0): the M unit's state while it is busy (a start loads it, nothing else reads
-# it: 13 tokens); the latched trap conditions and the halt-report flag once halted (the cycle that
+# starts with it at 0): a division's state while it runs (remainder, quotient, divisor, count and
+# signs: a start loads them, nothing else reads them: 13 tokens); a MULH's carry into its second
+# cycle (m_x, 18 bits: 3 tokens, in its first frame only); the latched trap conditions and the halt-report flag once halted (the cycle that
 # stops latches them; only the halt report reads them); the pc's bits above the RAM once the pc has
 # left it (the fetch then faults: only the halt report reads them; in RAM they are 0). Outputs, gated
 # by an output (the host decoder reads them only then; the gate itself is not emitted, the group's
 # presence is its value): the halt's kind and cause in the halting cycle. And the write port's group
 # only when something is written.
-GATED = (("m_busy", ("m_hi", "m_lo", "m_count", "m_sa", "m_sb", "m_sx")), ("halted", ("why", "reported")),
+GATED = (("m_busy", ("m_hi", "m_lo", "m_op", "m_count", "m_sa", "m_sb")), ("m_pend", ("m_x",)),
+         ("halted", ("why", "reported")),
          ("pc_oob", ("pc_hi",)), ("halt", ("halt_kind", "halt_cause")))
 GATED_WRITES = ("ram", "regs")
 # Folded writes (protocol.py "fold"): a written word's data only up to its highest non-zero byte (the
@@ -68,18 +70,18 @@ GATED_WRITES = ("ram", "regs")
 # a value < 256 costs 3 tokens of data and address instead of 6.
 FOLDED_WRITES = ("ram", "regs")
 # Held groups (protocol.py, docs/CPU-MODEL.md 2): registers that change rarely, emitted only in the
-# frames whose gate output is 1 (z3 proves that gate 0 means unchanged for two cycles): the M unit's
-# operand magnitude, loaded by an M instruction's start cycle (4 of a busy frame's 17 tokens, now
-# only in the start frame and the next). And a tail group (no dirty bit: one row, written at the
-# frame's last token): the pc's RAM-word bits above its low 4, emitted only in the cycles that may
-# change them (a transfer, a step out of a 16-word block, a reset): a sequential step is the frame's
-# one REG token (the pc's low 4 bits and the four state flags) instead of two.
-HELD = (("m_op_emit", "m_op_new", ("m_op",)), ("pc_mid_emit", "", ("pc_mid",)))
+# frames whose gate output is 1. The CPU has one, a tail group (no dirty bit: one row, written at the
+# frame's last token; z3 proves that gate 0 means unchanged): the pc's RAM-word bits above its low 4,
+# emitted only in the cycles that may change them (a transfer, a step out of a 16-word block, a
+# reset): a sequential step is the frame's one REG token (the pc's low 4 bits and the four state
+# flags) instead of two. (The divider's operand was a double-buffered held group while
+# multiplications used it too; now only a division reads it and it is part of the division's group.)
+HELD = (("pc_mid_emit", "", ("pc_mid",)),)
 OP_LOAD, OP_STORE = 0x03, 0x23
 PC_SIGNALS = ("pc_lo", "pc_mid", "pc_hi", "pc_oob")   # the pc's registers: its RAM word (low 4 bits, the
 # rest), the bits above, "above"
 # the registers the decoder reads besides the pc: whether an instruction retires is decoded from them
-STATE_SIGNALS = PC_SIGNALS + ("halted", "m_busy", "m_count")
+STATE_SIGNALS = PC_SIGNALS + ("halted", "m_busy", "m_count", "m_pend")
 OP_OP = 0x33
 
 _LOADED: dict = {}
@@ -655,8 +657,7 @@ class TraceDecoder:
         # its steps, ``m_steps(funct3)``). A store retires to the console when it writes no RAM word
         # (else it traps).
         m_insn = insn & 0x7F == OP_OP and insn >> 25 == 1
-        m_done = (self._value(self.registers, "m_busy")
-                  and self._value(self.registers, "m_count") == m_steps((insn >> 12) & 7))
+        m_done = m_retires((insn >> 12) & 7, *(self._value(self.registers, r) for r in ("m_busy", "m_count", "m_pend")))
         out["rvfi_valid"] = int(not self._value(frame.registers, "halted") and not (m_insn and not m_done))
         out["console_valid"] = int(out["rvfi_valid"] and insn & 0x7F == OP_STORE and waddr is None)
         if out["rvfi_valid"]:

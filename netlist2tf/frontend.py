@@ -35,10 +35,12 @@ from .errors import DesignElaborationError, DesignNotFoundError
 from .yosys import flow_script, premap_script, run_yosys, yosys_version
 
 #: Bumped when the cache layout or the meaning of a cached file changes (2: the compile flows'
-#: memories of several write ports or per-bit enables split, ``multiport.py``).
-CACHE_FORMAT = 2
+#: memories of several write ports or per-bit enables split, ``multiport.py``; 3: their chained
+#: multiply-adds fused, ``maccfuse.py``).
+CACHE_FORMAT = 3
 #: The flows whose netlist the compiler takes: their memories are rewritten to one whole-word write
-#: port each (``multiport.split_write_ports``) before the netlist is cached.
+#: port each (``multiport.split_write_ports``) and their chained multiply-adds fused into one cell
+#: (``maccfuse.fuse_maccs``) before the netlist is cached.
 COMPILE_FLOWS = ("lut", "macro", "macro6")
 _HDL_SUFFIXES = {".il": "read_rtlil", ".v": "read_verilog", ".sv": "read_verilog -sv"}
 
@@ -268,8 +270,9 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike | N
         json_path.unlink(missing_ok=True)
     text = run_yosys(read_cmds, inputs, script, display_names=shown)
     if flow in COMPILE_FLOWS:
+        from .maccfuse import fuse_maccs
         from .multiport import split_write_ports
-        text = split_write_ports(text)
+        text = fuse_maccs(split_write_ports(text))
     cache_dir.mkdir(parents=True, exist_ok=True)
     # Write-then-rename: an interrupted run never leaves a half-written cache entry behind.
     tmp = json_path.with_suffix(f".tmp{os.getpid()}")

@@ -24,6 +24,7 @@ numbered from a counter the caller owns); ``evaluate`` runs it on integers, whic
 check it against the netlist simulator's ``$alu`` without any model.
 """
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -566,7 +567,39 @@ def _reduce_level(b: _Builder, cols: list[list], level: int) -> list[list]:
     return _normalize(out)
 
 
-def expand_mul(cell: Cell, next_net: int, used: set):
+def disjoint_cubes(f, max_cubes: int = 2):
+    """A plain bit function (``logic.BitFunction``) of at most 3 inputs as at most ``max_cubes``
+    disjoint cubes (each a tuple of (net, inverted) literals, true on exactly f's true minterms
+    together, at most one at a time), or None: an AND of literals is one cube, a 2:1 mux two. The
+    multiplier macro computes a partial product of such an operand bit as one neuron per cube
+    (``absorb``), a level earlier than the bit itself."""
+    k = len(f.support)
+    if k > 3 or not f.table:
+        return None
+    ones = {p for p in range(1 << k) if f.table >> p & 1}
+    cubes = []                                          # (care mask, value) over the support
+    for care in range(1, 1 << k):
+        for val in range(1 << k):
+            if val & ~care:
+                continue
+            covered = {p for p in range(1 << k) if p & care == val}
+            if covered <= ones:
+                cubes.append((care, val, frozenset(covered)))
+    best = None
+    for n in range(1, max_cubes + 1):
+        for combo in itertools.combinations(cubes, n):
+            sets = [c[2] for c in combo]
+            if sum(len(x) for x in sets) == len(ones) and frozenset().union(*sets) == ones:
+                best = combo
+                break
+        if best:
+            break
+    if best is None:
+        return None
+    return [tuple((f.support[i], not (val >> i & 1)) for i in range(k) if care >> i & 1) for care, val, _ in best]
+
+
+def expand_mul(cell: Cell, next_net: int, used: set, absorb: dict | None = None):
     """``$mul`` and ``$macc_v2`` (sums of products and addends) as a threshold multiplier:
 
     1. partial products: bit i of A AND bit j of B, ``[a + b >= 2]``, one neuron each (none where a
@@ -584,15 +617,21 @@ def expand_mul(cell: Cell, next_net: int, used: set):
     A 32 x 32 -> 32 multiplier is 6 levels, a 32 x 16 product plus a 32-bit addend too
     (``tests/test_multiplier.py``; ``bench/compile_figures.py --macros`` prints the rest). Only the
     columns up to the highest used output bit are built. Every count stays <= 256 (bfloat16-exact):
-    a column higher than that is refused."""
+    a column higher than that is refused.
+
+    ``absorb`` ({net: cubes}, ``disjoint_cubes``): operand bits computed by small plain cells (an
+    operand masked by an enable, a 2:1 mux of operands) whose partial products are built from the
+    cells' own inputs instead, one neuron per cube and pair (``[sum of the literals >= count]``,
+    the cubes disjoint, so their sum is the product bit): the multiplier then starts a level
+    earlier (the scheduler passes them on its collapse pass, for bits that are late)."""
     products, addends = cell.products_and_addends()
     Y = dict(cell.outputs)["Y"]
     b = _Builder(next_net, cell)
-    macc(b, products, addends, Y, [i for i, n in enumerate(Y) if n in used])
+    macc(b, products, addends, Y, [i for i, n in enumerate(Y) if n in used], absorb)
     return b.functions, b.names, b.next_net
 
 
-def macc(b: _Builder, products, addends, Y, wanted: list[int]) -> None:
+def macc(b: _Builder, products, addends, Y, wanted: list[int], absorb: dict | None = None) -> None:
     """The threshold circuit of ``expand_mul`` into ``b``: ``Y``'s bits ``wanted`` (indices) of the
     sum of ``products`` and ``addends`` (as ``Cell.products_and_addends`` gives them), modulo
     ``2**len(Y)``. Other macros use it on their own internal nets (the divider's remainder)."""
@@ -620,7 +659,10 @@ def macc(b: _Builder, products, addends, Y, wanted: list[int]) -> None:
                     key = (min(x, z), max(x, z))
                     if key not in pp:
                         pp[key] = b.new_net(f"pp[{x},{z}]")
-                        b.emit(pp[key], [b.step([(x, False, 1), (z, False, 1)], 2)])
+                        cx = (absorb or {}).get(x, [((x, False),)])
+                        cz = (absorb or {}).get(z, [((z, False),)])
+                        b.emit(pp[key], [b.step([(n, inv, 1) for n, inv in u + v], len(u) + len(v))
+                                         for u in cx for v in cz])
                     lit = (pp[key], False)
                 if neg ^ (i == sa) ^ (j == sb):
                     lit, const = (lit[0], not lit[1]), const - (1 << (i + j))
@@ -649,10 +691,10 @@ def macc(b: _Builder, products, addends, Y, wanted: list[int]) -> None:
     _add(b, rows[0], rows[1], CONST0, {i: Y[i] for i in wanted}, {})
 
 
-def expand(cell: Cell, next_net: int, used: set):
-    """Dispatch on the cell type (one of ``MACRO_CELLS``)."""
+def expand(cell: Cell, next_net: int, used: set, absorb: dict | None = None):
+    """Dispatch on the cell type (one of ``MACRO_CELLS``); ``absorb``: ``expand_mul``'s."""
     if cell.type in MUL_CELLS:
-        return expand_mul(cell, next_net, used)
+        return expand_mul(cell, next_net, used, absorb)
     if cell.type in REDUCE_CELLS:
         return expand_reduce(cell, next_net, used)
     if cell.type == "$alu":

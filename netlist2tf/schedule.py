@@ -35,7 +35,7 @@ from .errors import Netlist2TFError
 from .graph import find_drivers, netlist_graph
 from .ir import CONST0, CONST1, CONSTX, Netlist
 from .logic import BitFunction, cell_bit_functions
-from .macros import MACRO_CELLS, expand
+from .macros import MACRO_CELLS, MUL_CELLS, disjoint_cubes, expand
 from .rom import expand_rom, rom_shape
 from .target import LINEAR, Target
 from .validate import check_netlist
@@ -46,6 +46,7 @@ class ScheduleError(Netlist2TFError):
 
 
 COLLAPSE_MAX_NEURONS = 64       # a collapsed bit function may cost at most this many FFN neurons
+BALANCE_PASSES = 4              # _balance passes at most (each moves units later only)
 
 
 def compose(f: BitFunction, net: int, g: BitFunction, max_inputs: int) -> BitFunction | None:
@@ -227,6 +228,79 @@ def _collapse(f: BitFunction, net_level, producer: dict, max_inputs: int, limit:
         f = cand
 
 
+def _shannon(f: BitFunction, net_level, producer: dict, max_inputs: int, limit: int | None, next_net: int):
+    """A bit that is still later than ``limit`` after collapsing, because its one deepest input x
+    comes from a plain cell g whose composition with it has too many inputs (abc put a late signal
+    at the bottom of a LUT tree it could not see was late): split it on x (Shannon), f = x ? f1 :
+    f0, where f0 and f1 are new bits of its other, earlier inputs, and f becomes ``g ? f1 : f0`` over
+    g's inputs and the two halves, a level after the later of them. (The final write-back mux of
+    the CPU's one-cycle multiplier: the product enters the last level.) Returns (the new f, the
+    halves' functions, the next free net) or None when that does not make it early enough."""
+    if limit is None or not f.support:
+        return None
+    lvl = max(net_level(n) for n in f.support)
+    if lvl + 1 <= limit:
+        return None
+    deep = [n for n in f.support if net_level(n) == lvl]
+    if len(deep) != 1 or deep[0] not in producer:
+        return None
+    x = deep[0]
+    g = producer[x]
+    rest = [n for n in f.support if n != x]
+    xi = f.support.index(x)
+    halves, nets = [], []
+    for v in (0, 1):              # f restricted to x = v, over the other inputs
+        table = 0
+        for q in range(1 << len(rest)):
+            lo, hi = q & ((1 << xi) - 1), q >> xi
+            table |= ((f.table >> (lo | (v << xi) | (hi << (xi + 1)))) & 1) << q
+        if table in (0, (1 << (1 << len(rest))) - 1):
+            nets.append(CONST1 if table else CONST0)
+            continue
+        h = BitFunction(next_net, tuple(rest), table)
+        next_net += 1
+        halves.append(h)
+        nets.append(h.out)
+    half_level = max((net_level(n) for n in rest), default=0) + 1
+    if max(max((net_level(n) for n in g.support), default=0), half_level if halves else 0) + 1 > limit:
+        return None
+    # the new f: (g's inputs, then the non-constant halves) -> g ? f1 : f0
+    support = list(g.support) + [n for n in nets if n not in (CONST0, CONST1)]
+    if len(support) > max_inputs:
+        return None
+    pos = {n: i for i, n in enumerate(support)}
+    table = 0
+    for p in range(1 << len(support)):
+        gv = (g.table >> sum(((p >> pos[n]) & 1) << i for i, n in enumerate(g.support))) & 1
+        n = nets[gv]
+        table |= (1 if n == CONST1 else 0 if n == CONST0 else (p >> pos[n]) & 1) << p
+    new = BitFunction(f.out, tuple(support), table)
+    if neuron_cost(new) + sum(neuron_cost(h) for h in halves) > COLLAPSE_MAX_NEURONS:
+        return None
+    return new, halves, next_net
+
+
+def _absorbable(cell, producer: dict, net_level) -> dict:
+    """{operand bit: cubes} of a multiplier cell: its operand bits that a small plain cell computes
+    a level after that cell's inputs (an operand masked by an enable, a 2:1 mux of operands), as
+    ``macros.disjoint_cubes``; the macro builds their partial products from the cell's inputs."""
+    if cell.type not in MUL_CELLS:
+        return {}
+    products, _ = cell.products_and_addends()
+    out = {}
+    for a, b, _, _ in products:
+        for n in tuple(a) + tuple(b):
+            f = producer.get(n)
+            if f is None or n in out or not f.support:
+                continue
+            if net_level(n) <= max(net_level(x) for x in f.support):
+                continue
+            cubes = disjoint_cubes(f)
+            if cubes is not None:
+                out[n] = cubes
+    return out
+
+
 def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, read_after: dict | None = None):
     """(Schedule, the problems that keep it from fitting ``target``). ``collapse``: None, or the
     latest level of each net ({net: level}; a net not in it: as early as possible) above which its
@@ -280,7 +354,8 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
         if data[N.KIND] == N.NODE_CELL and data[N.OBJ].type in MACRO_CELLS:
             # A macro: each threshold function goes to the first layer where its inputs are ready.
             cell = data[N.OBJ]
-            fns, names, next_net = expand(cell, next_net, used)
+            absorb = _absorbable(cell, producer, net_level) if collapse is not None else None
+            fns, names, next_net = expand(cell, next_net, used, absorb)
             place_in_slices(fns, names, node, cell.name)
             continue
         if data[N.KIND] == N.NODE_CELL:
@@ -289,6 +364,16 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
             fns = cell_bit_functions(cell, max_inputs)
             if collapse is not None:
                 fns = [_collapse(f, net_level, producer, max_inputs, collapse.get(f.out, 0)) for f in fns]
+                split = []
+                for k, f in enumerate(fns):
+                    got = _shannon(f, net_level, producer, max_inputs, collapse.get(f.out), next_net)
+                    if got is not None:
+                        fns[k], halves, next_net = got
+                        split += halves
+                        for h in halves:
+                            net_names[h.out] = f"{cell.name}.{netlist.nets[f.out]}|{h.out}"
+                place_in_slices(split, {}, node, cell.name)
+                producer.update((h.out, h) for h in split)
                 producer.update((f.out, f) for f in fns)
             functions[cell.name] = fns
             layer = 0
@@ -343,7 +428,9 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
     path, nodes = tuple(reversed(path)), tuple(reversed(nodes))
 
     if depth <= L - 1:
-        _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required)
+        for _ in range(BALANCE_PASSES):         # a later pass can move what an earlier one freed
+            if not _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required):
+                break
 
     neurons = [0] * max(L, 1)
     for name, layer in cell_layer.items():
@@ -366,12 +453,13 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
 
 def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required):
     """Even out the FFN widths: the model's intermediate size is the widest layer's neuron count,
-    and every layer pays for it. A plain cell (one unit, not a macro's layer slice) may run in any
-    layer from its earliest (as soon as its inputs are ready) to one before its earliest reader (a
-    unit's layer; a memory read's mixer layer; L - 1 for what must be ready at the end). Cells are
-    visited from the deepest down, so their readers are final, and each goes to the least loaded
+    and every layer pays for it. A unit (a plain cell, or one layer's slice of a macro) may run in
+    any layer from its earliest (as soon as its inputs are ready) to one before its earliest reader
+    (a unit's layer, the macro's next slice's too; a memory read's mixer layer; L - 1 for what must
+    be ready at the end). Units are visited from the deepest down, so their readers are final, and
+    each goes to the least loaded
     layer of its window, the earliest on ties (short-lived pairs). Only later moves: depth and the
-    critical path do not change. Deterministic."""
+    critical path do not change. Deterministic. Returns whether a unit moved."""
     reader_units: dict[int, list] = {}
     for unit in cell_layer:
         for f in functions[unit]:
@@ -385,12 +473,12 @@ def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, re
     for n, _ in required:
         fixed[n] = min(fixed.get(n, L), L - 1)
     cost = {u: unit_cost(functions[u]) for u in cell_layer}
+    moved = False
     load = [0] * L
     for u, layer in cell_layer.items():
         if layer < L:
             load[layer] += cost[u]
-    plain = [u for u in cell_layer if unit_cell[u] == u]
-    for u in sorted(plain, key=lambda u: (-cell_layer[u], u)):
+    for u in sorted(cell_layer, key=lambda u: (-cell_layer[u], u)):
         cur = cell_layer[u]
         first_reader = min([fixed.get(f.out, L) for f in functions[u]] +
                            [cell_layer[r] for f in functions[u] for r in reader_units.get(f.out, ())])
@@ -402,8 +490,10 @@ def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, re
             load[cur] -= cost[u]
             load[best] += cost[u]
             cell_layer[u] = best
+            moved = True
             for f in functions[u]:
                 level[f.out] = best + 1
+    return moved
 
 
 def _drop_unread(netlist, cell_layer, functions, unit_cell, read_layer, required):

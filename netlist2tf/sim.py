@@ -186,7 +186,7 @@ def _numpy_namespace(batch: int, consts: dict[int, str]) -> dict:
 
 #: Cell ports whose value is never built whole (read slice by slice), so their width does not count
 #: against the 64-bit lanes of the numpy generator.
-_SLICED_PORTS = {("$pmux", "B"), ("$bmux", "A")}
+_SLICED_PORTS = {("$pmux", "B"), ("$bmux", "A"), ("$macc_v2", "A"), ("$macc_v2", "B"), ("$macc_v2", "C")}
 _GENERIC_FUNCS = {"_arith": _arith_generic, "_lcu": _lcu_generic, "_sop": _sop_generic}
 
 
@@ -708,6 +708,9 @@ class Simulator:
         self.clock_ports = tuple(p for p in netlist.inputs if set(p.bits) & self.clock_nets)
         widest = max([len(s) for c in netlist.cells for port, s in c.inputs + c.outputs
                       if (c.type, port) not in _SLICED_PORTS]
+                     + [len(x) for c in netlist.cells if c.type == "$macc_v2"      # its operands one by one
+                        for a, b, _, _ in c.products_and_addends()[0] for x in (a, b)]
+                     + [len(x) for c in netlist.cells if c.type == "$macc_v2" for x, _, _ in c.products_and_addends()[1]]
                      + [r.width for r in netlist.registers] + [m.width for m in netlist.memories]
                      + [p.width for p in netlist.ports] + [1])
         self.mode = "scalar" if batch == 1 else ("numpy" if widest <= 64 else "lanes")
@@ -872,11 +875,16 @@ class Simulator:
         return {p.name: np.broadcast_to(v, (self.batch,)).copy() for p, v in zip(ports, vals)}
 
     def state(self) -> dict:
-        """Current register and synchronous-read values, keyed ``reg:NAME``/``memrd:MEM:I``,
-        and memory contents keyed ``mem:NAME`` (lane 0 for batches)."""
+        """Current register and synchronous-read values, keyed ``reg:NAME``/``memrd:MEM:I`` (ints for
+        batch 1, arrays of length B otherwise), and memory contents keyed ``mem:NAME`` (lane 0 for
+        batches)."""
         R, M = self._lanes[0]
-        out = {name: (int(R[k]) if self.mode != "numpy" else R[k].copy())
-               for k, name in enumerate(self.state_names)}
+        if self.mode == "lanes":          # B scalar instances: every instance's value (object array)
+            out = {name: np.array([int(lane[0][k]) for lane in self._lanes], dtype=object)
+                   for k, name in enumerate(self.state_names)}
+        else:
+            out = {name: (int(R[k]) if self.mode != "numpy" else R[k].copy())
+                   for k, name in enumerate(self.state_names)}
         for m, contents in zip(self.netlist.memories, M):
             out[f"mem:{m.name}"] = list(contents) if self.mode != "numpy" else contents.copy()
         return out

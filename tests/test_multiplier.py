@@ -270,3 +270,131 @@ def test_macro_flow_keeps_multipliers(tmp_path, build_dir):
     assert kinds, [c.type for c in nl.cells]
     s = schedule(nl, Target.standalone(layers=12))
     assert s.depth == 6
+
+
+def test_disjoint_cubes():
+    """A small operand cell as disjoint cubes (macros.disjoint_cubes), checked on every pattern."""
+    from netlist2tf.logic import BitFunction
+    from netlist2tf.macros import disjoint_cubes
+
+    def table(fn, k):
+        return sum(fn(*((p >> i) & 1 for i in range(k))) << p for p in range(1 << k))
+
+    cases = [(lambda a, b: a & (1 - b), 2, 1), (lambda s, u, v: u if s else v, 3, 2),
+             (lambda a, b: a ^ b, 2, 2), (lambda a, b, c: a | b | c, 3, None), (lambda a, b, c: a ^ b ^ c, 3, None)]
+    for fn, k, n in cases:
+        f = BitFunction(99, tuple(range(10, 10 + k)), table(fn, k))
+        cubes = disjoint_cubes(f)
+        assert (None if cubes is None else len(cubes)) == n
+        if cubes is None:
+            continue
+        for p in range(1 << k):
+            val = {10 + i: (p >> i) & 1 for i in range(k)}
+            hits = sum(all(val[x] != inv for x, inv in c) for c in cubes)
+            assert hits == fn(*(val[10 + i] for i in range(k)))        # disjoint: never 2
+
+
+def test_absorbed_operands_against_python():
+    """Operand bits that are a mux or a masked bit (the CPU's shared multiply-add: b_lo & ~pend,
+    pend ? a_hs : a_lo) built into the partial products from the mux's own inputs: the threshold
+    circuit never reads the operand bits themselves and equals Python's sum on random inputs."""
+    m = _Macc([(17, 12, True, False), (10, 12, False, False)], [(14, True, False)], 30)
+    A0, B0 = m.cell.port("A")[:17], m.cell.port("B")[:12]
+    n = m.n
+    sel = n
+    u = list(range(n + 1, n + 18))
+    v = list(range(n + 18, n + 35))
+    e = list(range(n + 35, n + 47))
+    absorb = {A0[i]: [((sel, False), (u[i], False)), ((sel, True), (v[i], False))] for i in range(17)}
+    absorb.update({B0[j]: [((e[j], False), (sel, True))] for j in range(12)})
+    fns, _, _ = expand_mul(m.cell, n + 47, set(m.Y), absorb)
+    rng = random.Random(5)
+    for _ in range(300):
+        s, uu, vv, ee = rng.getrandbits(1), rng.getrandbits(17), rng.getrandbits(17), rng.getrandbits(12)
+        rest = {name: rng.getrandbits(len(sig)) for name, sig in m.ports[:-1] if name not in ("a0", "b0")}
+        bits = {CONST0: 0, CONST1: 1, sel: s}
+        bits.update({u[i]: uu >> i & 1 for i in range(17)})
+        bits.update({v[i]: vv >> i & 1 for i in range(17)})
+        bits.update({e[j]: ee >> j & 1 for j in range(12)})
+        for name, sig in m.ports[:-1]:
+            if name in rest:
+                bits.update({x: rest[name] >> i & 1 for i, x in enumerate(sig)})
+        for f in fns:
+            val = sum(st.sign * (sum(w * ((1 - bits[x]) if inv else bits[x]) for x, inv, w in st.terms) >= st.theta)
+                      for st in f.steps)
+            assert val in (0, 1)
+            bits[f.out] = val
+        got = sum(bits[x] << i for i, x in enumerate(m.Y))
+        a0 = uu if s else vv
+        b0 = 0 if s else ee
+        want = m.expected({"a0": [a0], "b0": [b0], **{k: [x] for k, x in rest.items()}})[0]
+        assert got == want
+
+
+FUSE_DESIGN = """
+from amaranth.hdl import Cat, Const, Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+
+class Fuse(wiring.Component):
+    a: In(32)
+    b: In(32)
+    c: In(8)
+    d: In(8)
+    y: Out(50)      # the CPU's shape: a signed 33 x 16 product plus a 16 x 17 one shifted by 16
+    z: Out(40)      # unsigned, shifted products: fused
+    t: Out(24)      # an inner product truncated to 6 bits before the shift: not fused
+
+    def elaborate(self, platform):
+        m = Module()
+        a, b = self.a, self.b
+        m.d.comb += [
+            self.y.eq((Cat(a, a[31]).as_signed() * Cat(b[0:16], Const(0, 1)).as_signed()
+                       + Cat(Const(0, 16), a[0:16], Const(0, 1)).as_signed() * Cat(b[16:32], b[31]).as_signed())[:50]),
+            self.z.eq(a[0:20] * b[0:12] + a[20:32] * Cat(Const(0, 16), b[12:24])),
+            self.t.eq(a[0:12] * b[0:12] + Cat(Const(0, 4), (self.c * self.d)[0:6])),
+        ]
+        return m
+"""
+
+
+def test_shifted_products_fuse_into_one_cell(tmp_path, build_dir):
+    """maccfuse: Yosys's wreduce turns ``x * (y << 16)`` into a product of its own added shifted;
+    the compile flows fuse it back into the reader's multiply-add (one threshold multiplier, 6 levels
+    instead of 12), unless the inner sum's truncation matters. The netlist simulator's outputs on
+    random operands equal Python's."""
+    import sys
+
+    (tmp_path / "fuse_design.py").write_text(FUSE_DESIGN)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        nl = parse_netlist(synthesize("fuse_design:Fuse", "macro", build_dir).json_text)
+    finally:
+        sys.path.remove(str(tmp_path))
+    outs = {p.name: p.bits for p in nl.outputs}
+    readers = {}
+    for c in nl.cells:
+        if c.type in ("$mul", "$macc_v2"):
+            for n in c.port("Y"):
+                readers.setdefault(n, c.name)
+    per_output = {name: {readers[n] for n in bits if n in readers} for name, bits in outs.items()}
+    assert len(per_output["y"]) == 1 and len(per_output["z"]) == 1      # one fused cell each
+    fused = {c.name: c for c in nl.cells}
+    assert len(fused[next(iter(per_output["y"]))].products_and_addends()[0]) == 2
+    assert sum(1 for c in nl.cells if c.type in ("$mul", "$macc_v2")) == 4   # y, z, and t's two
+    rng = random.Random(11)
+    sim = Simulator(nl)
+    for _ in range(200):
+        a, b, c, d = rng.getrandbits(32), rng.getrandbits(32), rng.getrandbits(8), rng.getrandbits(8)
+        out = sim.step({"a": a, "b": b, "c": c, "d": d})
+        sa = a - (1 << 32) if a >> 31 else a
+        b_hs = (b >> 16) - (1 << 16) if b >> 31 else b >> 16
+        assert int(out["y"]) == (sa * (b & 0xFFFF) + (a & 0xFFFF) * b_hs * 65536) % (1 << 50)
+        assert int(out["z"]) == ((a & 0xFFFFF) * (b & 0xFFF) + (a >> 20) * (((b >> 12) & 0xFFF) << 16)) % (1 << 40)
+        assert int(out["t"]) == ((a & 0xFFF) * (b & 0xFFF) + (((c * d) & 63) << 4)) % (1 << 24)
+    from netlist2tf.graph import keep_outputs
+
+    assert schedule(keep_outputs(nl, ["y"]), Target.standalone(layers=12)).depth == 6   # one multiplier's depth
+    assert schedule(keep_outputs(nl, ["z"]), Target.standalone(layers=12)).depth == 6
+    assert schedule(keep_outputs(nl, ["t"]), Target.standalone(layers=12)).depth > 6    # two chained

@@ -137,3 +137,42 @@ def test_truth_tables(tmp_path, build_dir):
     assert f.table == 0b1110 and neuron_cost(f) == 2      # 3 true minterms vs 1 + 1 false
     (f,) = cell_bit_functions(by_type["$_XOR_"])
     assert f.table == 0b0110 and neuron_cost(f) == 2
+
+
+def test_shannon_split_matches_direct_evaluation():
+    """schedule._shannon: a late bit f(x, E) whose deep input x = g(L) cannot be composed (too many
+    inputs) becomes g(L) ? f1(E) : f0(E), the halves new bits of the early inputs; on every pattern
+    of L and E it equals f evaluated directly, and it is a level earlier."""
+    import random
+
+    from netlist2tf.logic import BitFunction
+    from netlist2tf.schedule import _shannon
+
+    rng = random.Random(4)
+    split = 0
+    for trial in range(60):
+        L = list(range(100, 100 + rng.randint(1, 4)))          # g's inputs: late (level 9)
+        E = list(range(200, 200 + rng.randint(0, 5)))          # f's other inputs: early (level 7)
+        g = BitFunction(50, tuple(L), rng.getrandbits(1 << len(L)))
+        fsup = E[:]
+        fsup.insert(rng.randint(0, len(E)), 50)
+        f = BitFunction(60, tuple(fsup), rng.getrandbits(1 << len(fsup)))
+        levels = {**{n: 9 for n in L}, **{n: 7 for n in E}, 50: 10}
+        got = _shannon(f, lambda n: levels.get(n, 0), {50: g}, 8, 10, 1000)
+        if got is None:                      # only when the result would not be a level earlier
+            continue
+        new, halves, _ = got
+        split += 1
+        assert new.out == 60 and all(set(h.support) <= set(E) for h in halves)
+        for p in range(1 << (len(L) + len(E))):
+            val = {n: (p >> i) & 1 for i, n in enumerate(L + E)}
+
+            def ev(fn):
+                return (fn.table >> sum(val[n] << i for i, n in enumerate(fn.support))) & 1
+
+            val[50] = ev(g)
+            want = ev(f)
+            for h in halves:
+                val[h.out] = ev(h)
+            assert ev(new) == want, trial
+    assert split >= 40

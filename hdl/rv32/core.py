@@ -1,18 +1,22 @@
 """An RV32IM + Zba core designed to be compiled into a transformer.
 
-One instruction per clock cycle, except the M extension: a multiplication takes ``MUL_CYCLES`` = 3
-cycles (one that loads the operands into the M registers, then two signed 33 x 17 multiply-adds
-``{hi, lo} <- hi + op * lo[0:16]`` on them -- one cell the compiler builds as a threshold
-multiplier, ``netlist2tf.macros.expand_mul`` -- the second of which retires), a division/remainder
-``M_CYCLES`` = 18 (16 two-bit restoring division steps). The RAM
+One instruction per clock cycle, except the M extension's high products and divisions: MUL
+retires in one cycle (``Y = a * b_lo + (a_lo * b_hi) << 16``, one multiply-add cell the compiler
+builds as a threshold multiplier, ``netlist2tf.macros.expand_mul``: MUL is ``Y[0:32]``); MULH,
+MULHSU and MULHU take 2 (the first keeps ``Y >> 32``, 18 bits, in ``m_x``; the second adds
+``a_hi * b_hi`` to it, both cycles reading the operands from the registers, which the instruction
+does not change before it retires); a division or remainder 3 to ``M_CYCLES`` = 19: a start that
+loads the magnitudes, an alignment that skips the leading quotient steps whose bits are 0 (all of
+them for a divisor of 0), at most 16 two-bit restoring steps, and a finish. The RAM
 (``ram``: ``ram_size/4`` words) and the 32 registers (``regs``: word i is x``i``, x0 never written)
 are Amaranth ``Memory``s with asynchronous (combinational) read ports and one write port each, so
 they stay memories in the netlist (DeltaNet heads in the compiled model) and every read sees the
 state at the start of the cycle. Reset is synchronous.
 
 Shaped for the compiler (docs/CPU-MODEL.md): the clock cycle is shallow (the compiled model has one
-level of threshold logic per layer), so no combinational multiplier or division step ends in a
-retirement; the RAM has one whole-word write port (a sub-word store merges its bytes into the word
+level of threshold logic per layer), so no division step ends in a retirement, and the one
+multiply-add cell (6 levels after the register reads) feeds the write-back through a last mux of its
+own (``sel_lo``/``sel_hi``, kept signals); the RAM has one whole-word write port (a sub-word store merges its bytes into the word
 the load port reads at the same address) and the registers their own (no instruction writes both,
 so the compiled model emits at most one write group a cycle, and a register's address is one
 token); the pc registers hold bits 2-31 (pc is always 4-aligned), the RAM word apart from the bits
@@ -28,8 +32,7 @@ in ``cpu/machine.py``; this core implements it:
 * ``halt`` pulses in the cycle the machine stops, with ``halt_kind`` (0 exit, 1 ebreak, 2 trap),
   ``halt_cause`` (mcause, for traps) and ``halt_code`` (a0); ``halted`` stays high afterwards and
   nothing changes any more;
-* ``m_op_emit`` is 1 in the cycles where the M unit's held operand ``m_op`` was
-  loaded in this cycle or the last one (the gate of the model's held group); ``pc_mid_emit`` is 1
+* ``pc_mid_emit`` is 1
   in the cycles that may change ``pc_mid``, the pc's RAM-word bits above its low 4 (a jump, a taken
   branch, a sequential step out of the last word of a 16-word block, a reset): the gate of the
   model's tail group, which emits those bits only then.
@@ -53,16 +56,18 @@ OP_IMM, OP_OP, OP_MISC_MEM, OP_SYSTEM = 0b0010011, 0b0110011, 0b0001111, 0b11100
 
 M_BITS = 2                       # quotient bits per division step (the step's depth: 4 levels a bit)
 M_STEPS = 32 // M_BITS           # division steps
-M_CYCLES = M_STEPS + 2           # a division: start, the steps, finish (the longest M instruction)
-MUL_BITS = 16                    # multiplier bits per multiplication step (a 33 x 17 multiply-add: 6 levels)
-MUL_STEPS = 32 // MUL_BITS - 1   # the second step retires (the product is signed throughout)
-MUL_CYCLES = MUL_STEPS + 2
+M_CYCLES = M_STEPS + 3           # a division: start, alignment, the steps, finish (the longest M instruction)
+M_ALIGN = M_STEPS + 1            # m_count in the alignment cycle (after the start)
 PC_LOW_BITS = 4                  # the pc's RAM-word bits in pc_lo, emitted every cycle (the rest, pc_mid, on a change)
 
 
-def m_steps(funct3: int) -> int:
-    """The steps of the M instruction with this funct3 (its unit retires it after them)."""
-    return M_STEPS if funct3 & 4 else MUL_STEPS
+def m_retires(funct3: int, m_busy: int, m_count: int, m_pend: int) -> bool:
+    """Whether an M instruction with this funct3 retires in a cycle that starts with the M unit's
+    state ``m_busy``, ``m_count`` and ``m_pend`` (the host's trace decoder reads them off the trace):
+    MUL always, MULH/MULHSU/MULHU in their second cycle, a division after its last step."""
+    if funct3 & 4:
+        return bool(m_busy) and m_count == M_STEPS
+    return funct3 == 0 or bool(m_pend)
 
 
 class Core(wiring.Component):
@@ -91,7 +96,7 @@ class Core(wiring.Component):
             "console_valid": Out(1), "console_data": Out(8),
             "halt": Out(1), "halt_kind": Out(2), "halt_cause": Out(4), "halt_code": Out(32),
             "halted": Out(1),
-            "m_op_emit": Out(1), "pc_mid_emit": Out(1),
+            "pc_mid_emit": Out(1),
         })
 
     def elaborate(self, platform):
@@ -186,66 +191,72 @@ class Core(wiring.Component):
         base_op_ok = (funct7 == 0) | ((funct7 == 0b0100000) & ((funct3 == 0) | (funct3 == 5)))
         imm_ok = ((funct3 != 1) & (funct3 != 5)) | (funct7 == 0) | ((funct3 == 5) & (funct7 == 0b0100000))
 
-        # ---- M extension (iterative: shared state, M_CYCLES cycles) --------------------------------
-        # Start: busy <- 1, count <- 0, hi/lo <- the operands' starting values. Steps count
-        # 0..steps-1 (``m_steps``: MUL_BITS multiplier bits or M_BITS quotient bits each). Finish
-        # (count == steps): the result comes from the registers and retires (a multiplication's
-        # finish is its second step).
+        # ---- M extension ------------------------------------------------------------------------
+        # Multiplication, signed throughout (no magnitudes): a as a 33-bit signed value a_s (its top
+        # bit a_signed & a[31]), b = b_hs * 2**16 + b_lo with b_hs = b's signed upper half (17 bits)
+        # and b_lo unsigned; a_hs, a_lo likewise. Y = a_s * b_lo + a_lo * b_hs * 2**16 (one
+        # multiply-add cell, 50 bits signed) is the whole product but a_hs * b_hs * 2**32, so MUL =
+        # Y[0:32] (in one cycle), and the high word a_hs * b_hs + (Y >> 32): a MULH's first cycle keeps
+        # Y >> 32 (18 bits signed) in ``m_x`` and raises ``m_pend``; its second adds a_hs * b_hs.
         is_m = is_op & (funct7 == 0b0000001)
-        is_mul = is_m & ~funct3[2] & (1 if self.mul else 0)
+        is_mul_lo = is_m & (funct3 == 0) & (1 if self.mul else 0)
+        is_mulh = is_m & ~funct3[2] & (funct3[0:2] != 0) & (1 if self.mul else 0)
         is_div = is_m & funct3[2] & (1 if self.div else 0)
-        m_busy = Signal()
-        m_count = Signal(range(M_STEPS + 1))
-        m_hi = Signal(32)
-        m_lo = Signal(32)
-        # the magnitude held for the steps (multiplicand / divisor): loaded only by an M instruction's
-        # start cycle (reset_less: not by rst either), so the compiled model emits it only in that
-        # frame and the next one (a held group: cpu/model_engine.HELD). ``m_op_new``: it was loaded
-        # in the last cycle; ``m_op_emit`` (an output) = loaded now or then.
-        m_op = Signal(32, reset_less=True)
-        m_op_new = Signal(reset_less=True)
-        # a multiplication's signs (its operands are kept raw: the steps multiply signed) and its
-        # partial sum's sign bit
-        m_sa, m_sb, m_sx = (Signal(name=n, attrs={"keep": 1}) for n in ("m_sa", "m_sb", "m_sx"))   # named in the netlist
-        m_done = Signal()
-        m_res = Signal(32)
-        m.d.comb += m_done.eq(m_busy & (m_count == Mux(funct3[2], M_STEPS, MUL_STEPS)))
         # Signedness from funct3 alone (only used for M instructions): MULH both, MULHSU a only,
         # MUL/MULHU neither (MUL's low word is the same); DIV/REM both, DIVU/REMU neither.
         a_signed = Mux(funct3[2], ~funct3[0], (funct3[0:2] == 1) | (funct3[0:2] == 2))
         b_signed = Mux(funct3[2], ~funct3[0], funct3[0:2] == 1)
         a_neg, b_neg = a_signed & a[31], b_signed & b[31]
+        m_pend = Signal(attrs={"keep": 1})                    # a MULH's second cycle (named in the netlist)
+        m_x = Signal(18)
+        prod_lo = Signal(32, attrs={"keep": 1})               # MUL's result (kept: the write-back's last mux)
+        prod_hi = Signal(32, attrs={"keep": 1})               # MULH*'s
+        y = Signal(50)
+        # one multiply-add cell for both cycles: the first product only in the first, the second's
+        # multiplicand a_lo then a_hs, the addend m_x only in the second
+        a2 = Mux(m_pend, Cat(a[16:32], a_neg), Cat(a[0:16], Const(0, 1)))
+        m.d.comb += [
+            y.eq((Cat(a, a_neg).as_signed() * Cat(b[0:16] & ~m_pend.replicate(16), Const(0, 1)).as_signed()
+                  + Cat(Const(0, 16), a2).as_signed() * Cat(b[16:32], b_neg).as_signed()
+                  + Cat(Const(0, 16), m_x & m_pend.replicate(18)).as_signed())[:50]),
+            prod_lo.eq(y[0:32]),
+            prod_hi.eq(y[16:48]),
+        ]
+        # Division: start (busy <- 1, count <- M_ALIGN, hi <- 0, lo <- |a|, op <- |b|, the signs),
+        # alignment (count <- J, the number of leading two-bit steps whose quotient bits are all 0:
+        # the largest J with |a| >> (32 - 2J) < |b|, 16 for |b| = 0; hi/lo as after those steps), the
+        # steps (count J..15), finish (count == M_STEPS: the result from the registers retires).
+        m_busy = Signal()
+        m_count = Signal(range(M_ALIGN + 1))
+        m_hi = Signal(32)
+        m_lo = Signal(32)
+        m_op = Signal(32)
+        m_sa, m_sb = (Signal(name=n, attrs={"keep": 1}) for n in ("m_sa", "m_sb"))   # named in the netlist
+        m_done = Signal()
+        m_res = Signal(32)
+        m.d.comb += m_done.eq(m_busy & (m_count == M_STEPS))
         a_mag = Mux(a_neg, -a, a)[:32]
         b_mag = Mux(b_neg, -b, b)[:32]
-        # start values (hi, lo, op) and one step of M_BITS bits, for division and for multiplication
-        div_start = (Const(0, 32), a_mag, b_mag)
-        mul_start = (Const(0, 32), b, a)
         rem, quo = m_hi, m_lo
         for _ in range(M_BITS):                               # restoring division, a bit at a time
             shifted = Cat(quo[31], rem)                       # 33 bits: rem << 1 | next dividend bit
             fits = shifted >= m_op
             rem, quo = Mux(fits, shifted - m_op, shifted)[:32], Cat(fits, quo[0:31])
         div_step = (rem, quo)
-        # Multiplication, signed throughout (no magnitudes, no sign fix-up): op is a as a 33-bit
-        # signed value {m_sa, m_op}, and b = high * 2**16 + low (high signed: {m_sb, b[16:32]}, low
-        # unsigned). Step 0: T = op * low (49 bits, signed) -> {m_sx, hi} = T >> 16, lo = {T[0:16],
-        # high's bits}. Step 1: R = op * high + {m_sx, hi}, so the product is {R, T[0:16]}: MUL =
-        # {R[0:16], lo[16:32]}, MULH* = R[16:48]. One multiply-add cell (a $macc_v2) serves both:
-        # its multiplier is lo[0:16] with m_sb on top in step 1 only, its addend {m_sx, hi} (0 in
-        # step 0: the start clears them).
-        last = m_count == MUL_STEPS
-        total = Signal(49)
-        m.d.comb += total.eq((Cat(m_op, m_sa).as_signed() * Cat(m_lo[:MUL_BITS], m_sb & last).as_signed()
-                              + Cat(m_hi, m_sx).as_signed())[:49])
-        mul_step = (total[MUL_BITS:48], Cat(m_lo[MUL_BITS:], total[:MUL_BITS]))
-        mul_res = Mux(funct3[0:2] == 0, Cat(m_lo[MUL_BITS:], total[0:16]), total[16:48])
-        quot = Mux(a_neg ^ b_neg, -m_lo, m_lo)[:32]
-        rem = Mux(a_neg, -m_hi, m_hi)[:32]
+        # the alignment: skip[j] = "the first j steps' quotient bits are 0" (skip[0] = 1; decreasing
+        # in j), a thermometer code whose last 1 selects the shifted dividend
+        by_zero_op = m_op == 0
+        skip = [Const(1, 1)] + [(m_lo[32 - 2 * j:] < m_op) | by_zero_op for j in range(1, M_STEPS + 1)]
+        align_hi, align_lo, align_count = Const(0, 32), Const(0, 32), Const(0, len(m_count))
+        for j in range(M_STEPS + 1):
+            sel = skip[j] & (~skip[j + 1] if j < M_STEPS else 1)
+            align_hi = align_hi | Mux(sel, m_lo[32 - 2 * j:] if j else 0, 0)
+            align_lo = align_lo | Mux(sel, (m_lo << 2 * j)[:32], 0)
+            align_count = align_count | Mux(sel, j, 0)
+        quot = Mux(m_sa ^ m_sb, -m_lo, m_lo)[:32]
+        rem = Mux(m_sa, -m_hi, m_hi)[:32]
         by_zero = b == 0
-        with m.If(funct3[2]):
-            m.d.comb += m_res.eq(Mux(funct3[1], Mux(by_zero, a, rem), Mux(by_zero, 0xFFFF_FFFF, quot)))
-        with m.Else():
-            m.d.comb += m_res.eq(mul_res)
+        m.d.comb += m_res.eq(Mux(funct3[1], Mux(by_zero, a, rem), Mux(by_zero, 0xFFFF_FFFF, quot)))
 
         # Zba: shNadd rd = rs2 + (rs1 << N), funct7 0010000, funct3 2/4/6.
         is_zba = is_op & (funct7 == 0b0010000) & ((funct3 == 2) | (funct3 == 4) | (funct3 == 6)) \
@@ -307,7 +318,7 @@ class Core(wiring.Component):
             with m.Case(OP_IMM):
                 m.d.comb += legal.eq(imm_ok)
             with m.Case(OP_OP):
-                m.d.comb += legal.eq(base_op_ok | is_mul | is_div | is_zba)
+                m.d.comb += legal.eq(base_op_ok | is_mul_lo | is_mulh | is_div | is_zba)
             with m.Case(OP_MISC_MEM):
                 m.d.comb += legal.eq(funct3 == 0)
             with m.Case(OP_SYSTEM):
@@ -354,7 +365,7 @@ class Core(wiring.Component):
         for i, (_, code) in reversed(list(enumerate(conditions))):
             with m.If(why[i]):
                 m.d.comb += cause.eq(code)
-        m_wait = (is_mul | is_div) & ~m_done
+        m_wait = (is_mulh & ~m_pend) | (is_div & ~m_done)
         stop = Cat(why_now, halted, m_wait).any()
         go = ~stop                                       # this instruction retires
         m.d.comb += [
@@ -370,13 +381,13 @@ class Core(wiring.Component):
         rd_written = go & writes_rd & (rd != 0)
         # Write-back: an AND-OR over one-hot selects decoded from the instruction alone (0 for x0
         # and for instructions without a destination), so the whole mux is two shallow levels.
-        is_alu = (is_op & ~is_mul & ~is_div & ~is_zba) | is_imm
+        is_alu = (is_op & ~is_m & ~is_zba) | is_imm
         sources = [
             (opcode == OP_LUI, imm_u),
             (opcode == OP_AUIPC, (pc_ram + imm_u)[:32]),
             (is_jal | is_jalr, pc4),
             (is_load, load_val),
-            ((is_mul | is_div) & m_done, m_res),     # only when it retires: M state is stale before
+            (is_div & m_done, m_res),                # only when it retires: M state is stale before
             (is_zba, zba_res),
             (is_alu, alu),
         ]
@@ -386,7 +397,12 @@ class Core(wiring.Component):
         acc = terms[0]
         for t in terms[1:]:
             acc = acc | t
-        m.d.comb += rd_value.eq(acc)
+        # the products come last (the multiplier's outputs are the deepest): one mux level after them
+        rest = Signal(32, attrs={"keep": 1})
+        m.d.comb += rest.eq(acc)
+        sel_lo, sel_hi = Signal(attrs={"keep": 1}), Signal(attrs={"keep": 1})
+        m.d.comb += [sel_lo.eq(is_mul_lo & (rd != 0)), sel_hi.eq(is_mulh & m_pend & (rd != 0))]
+        m.d.comb += rd_value.eq(Mux(sel_lo, prod_lo, 0) | Mux(sel_hi, prod_hi, 0) | rest)
 
         m.d.comb += [
             write.addr.eq(mem_addr[2:2 + abits]), write.data.eq(store_word),
@@ -406,19 +422,21 @@ class Core(wiring.Component):
         # restores it): the tail group's gate (z3 proves "0 implies unchanged", driver.prove_gating)
         m.d.comb += self.pc_mid_emit.eq(ResetSignal() | (~stop & (~seq | (pc_lo == (1 << lo_bits) - 1))))
 
-        m_start = ~halted & (is_mul | is_div) & ~m_busy
-        m.d.sync += m_op_new.eq(m_start)
-        m.d.comb += self.m_op_emit.eq(m_start | m_op_new)
-        with m.If(~halted & (is_mul | is_div)):
+        # the M state does not wait for the stop conditions either (a MULH's or a division's own wait
+        # aside: it stops the pc)
+        m.d.sync += m_pend.eq(~halted & is_mulh & ~m_pend)
+        with m.If(~halted & is_mulh & ~m_pend):
+            m.d.sync += m_x.eq(y[32:50])
+        with m.If(~halted & is_div):
             with m.If(~m_busy):
-                m.d.sync += [m_busy.eq(1), m_count.eq(0), m_sa.eq(a_neg), m_sb.eq(b_neg), m_sx.eq(0)]
-                m.d.sync += [r.eq(Mux(funct3[2], d, mm)) for r, d, mm in zip((m_hi, m_lo, m_op), div_start, mul_start)]
+                m.d.sync += [m_busy.eq(1), m_count.eq(M_ALIGN), m_sa.eq(a_neg), m_sb.eq(b_neg),
+                             m_hi.eq(0), m_lo.eq(a_mag), m_op.eq(b_mag)]
             with m.Elif(m_done):
                 m.d.sync += m_busy.eq(0)
+            with m.Elif(m_count == M_ALIGN):
+                m.d.sync += [m_count.eq(align_count), m_hi.eq(align_hi), m_lo.eq(align_lo)]
             with m.Else():
-                m.d.sync += m_count.eq(m_count + 1)
-                m.d.sync += [r.eq(Mux(funct3[2], d, mm)) for r, d, mm in zip((m_hi, m_lo), div_step, mul_step)]
-                m.d.sync += m_sx.eq(total[48])
+                m.d.sync += [m_count.eq(m_count + 1), m_hi.eq(div_step[0]), m_lo.eq(div_step[1])]
 
         # ---- retirement port ---------------------------------------------------------------------
         m.d.comb += [

@@ -1,8 +1,9 @@
 """The promise behind the model's gated register groups (``cpu.model_engine.GATED``): the compiled
-CPU emits the M unit's registers (m_hi, m_lo, m_count, m_sa, m_sb, m_sx: 9 register tokens) only in frames
-after which ``m_busy`` is 1, and the latched trap conditions and the halt-report flag (``why``,
-``reported``) only in frames after which ``halted`` is 1, so in a cycle that starts with the gate at
-0 the model holds stale values for the group. That is exact only if those values do not matter in
+CPU emits the divider's registers (m_hi, m_lo, m_op, m_count, m_sa, m_sb: 13 register tokens) only in
+frames after which ``m_busy`` is 1, a MULH's carry (m_x: 3) only in frames after which ``m_pend`` is 1,
+and the latched trap conditions and the halt-report flag (``why``, ``reported``) only in frames after
+which ``halted`` is 1, so in a cycle that starts with the gate at 0 the model holds stale values for
+the group. That is exact only if those values do not matter in
 such a cycle. Checked here on the core's full netlist: the netlist simulator overwrites each group
 with random bits at the start of every cycle whose gate is 0, and every record, console byte and
 halt still equals unicorn's; every token the model emits is unchanged; and z3 proves it for every
@@ -60,11 +61,11 @@ class Scrambler:
 
     def __init__(self, nl, seed: int | None):
         self.groups = register_groups(nl)
-        # 1-bit slices: m_hi, m_lo, m_count, m_sa, m_sb, m_sx; why (its exit bit is read by nothing: Yosys drops it),
-        # reported; pc_hi (the pc's bits above the 16 KiB RAM)
-        assert [len(g) for _, g in self.groups] == [72, 10, 18]
+        # 1-bit slices: m_hi, m_lo, m_op, m_count, m_sa, m_sb; m_x; why (its exit bit is read by nothing:
+        # Yosys drops it), reported; pc_hi (the pc's bits above the 16 KiB RAM)
+        assert [len(g) for _, g in self.groups] == [103, 18, 10, 18]
         self.held = held_groups(nl)
-        assert [len(g) for _, g in self.held] == [32]                 # m_op
+        assert self.held == []                                        # no double-buffered group
         self.tail = held_groups(nl, tail=True)
         assert [len(g) for _, g in self.tail] == [8]                  # pc_mid
         self.rows = self.tail_rows = None
@@ -193,7 +194,7 @@ def test_every_emitted_token_ignores_the_stale_group(which, build_dir):
     nl = compiled_netlist(RAM, build_dir)
     proto = model_protocol(nl)
     if which == "m-instructions":
-        images = [ISA_TESTS[n]() for n in ("mul", "mulhu", "div", "rem")]
+        images = [ISA_TESTS[n]() for n in ("mul", "mulh", "mulhsu", "mulhu", "div", "rem")]
     elif which == "fuzzed":
         images = [random_program(seed, 40, RAM) for seed in range(8)]
     else:
@@ -216,40 +217,41 @@ def test_gated_groups_proved_for_every_state(core, prover_matches_simulator):
     its group's next values do not depend on the groups. Then by induction over the cycles no run can
     tell the model's stale values from the true ones. The prover reads the core as the simulator runs
     it (random states, every RAM word random); a group with the pc in it, the pc's high bits gated by
-    halting and the trap conditions gated by the M unit instead are refuted."""
+    halting, the trap conditions gated by the divider and the MULH carry gated by the divider instead
+    are refuted."""
     from netlist2tf.formal import prove_groups
 
-    regs = [g for g in GATED if g[0] in ("m_busy", "halted", "pc_oob")]
+    regs = {g[0]: g for g in GATED if g[0] in ("m_busy", "m_pend", "halted", "pc_oob")}
     outs = [g for g in GATED if g[0] == "halt"]
     assert len(regs) + len(outs) == len(GATED)
-    assert prove_groups(core, regs, outs, GATED_WRITES) is None
-    cex = prove_groups(core, [(regs[0][0], regs[0][1] + ("pc_lo",)), *regs[1:]], outs, GATED_WRITES, {"rst": 0})
+    assert prove_groups(core, list(regs.values()), outs, GATED_WRITES) is None
+
+    def with_(gate, members, drop=()):
+        """The register groups with ``members`` added to ``gate``'s group and ``drop`` left out."""
+        return [(g, m + (members if g == gate else ())) for g, m in regs.values() if g not in drop]
+
+    cex = prove_groups(core, with_("m_busy", ("pc_lo",)), outs, GATED_WRITES, {"rst": 0})
     assert cex is not None and "output rvfi_pc" in cex.what
     # the pc's bits above the RAM gated by halting instead: the cycle that stops holds them
-    cex = prove_groups(core, [regs[0], (regs[1][0], regs[1][1] + regs[2][1])], outs, GATED_WRITES, {"rst": 0})
+    cex = prove_groups(core, with_("halted", regs["pc_oob"][1], drop=("pc_oob",)), outs, GATED_WRITES, {"rst": 0})
     assert cex is not None and any("pc_hi" in w or "rvfi_pc" in w for w in cex.what), cex
-    cex = prove_groups(core, [(regs[0][0], regs[0][1] + regs[1][1])], outs, GATED_WRITES)
+    cex = prove_groups(core, with_("m_busy", regs["halted"][1], drop=("halted",)), outs, GATED_WRITES)
     assert cex is not None and any("halt" in w or "why" in w for w in cex.what), cex
+    # a MULH's carry gated by the divider's flag: its second cycle reads it with m_busy at 0
+    cex = prove_groups(core, with_("m_busy", regs["m_pend"][1], drop=("m_pend",)), outs, GATED_WRITES, {"rst": 0})
+    assert cex is not None and any("rd" in w or "regs" in w for w in cex.what), cex
     prover_matches_simulator(core, 5, 7, {"rst": 0}, dense=True)
 
 
-def test_held_group_proved_for_every_state(core):
-    """The held group's promise (netlist2tf.formal.prove_held): m_op changes only in a cycle whose
-    m_op_emit is 1, m_op_emit is 1 in the cycle after one that loaded it (m_op_new), so a skipped
-    frame's row, written two frames before, holds it. The M unit's running product gated the same
-    way, or the trap latch as the dirty bit, are refuted."""
+def test_tail_group_proved_for_every_state(core):
+    """The tail group's promise (netlist2tf.formal.prove_held without a dirty bit): pc_mid changes
+    only in a cycle whose pc_mid_emit is 1 (one row: nothing else). Gated by the halt output
+    instead, or with pc_lo in it (it changes every step), it is refuted."""
     from netlist2tf.formal import prove_held
 
-    (gate, dirty, members), (tail_gate, no_dirty, tail_members) = HELD
-    assert prove_held(core, gate, dirty, members) is None
-    # the tail group: pc_mid changes only in a cycle whose pc_mid_emit is 1 (one row: nothing else);
-    # gated by m_op_emit instead, or with pc_lo in it (it changes every step), it is refuted
+    ((tail_gate, no_dirty, tail_members),) = HELD
     assert no_dirty == "" and prove_held(core, tail_gate, "", tail_members) is None
-    cex = prove_held(core, gate, "", tail_members)
-    assert cex is not None and "the group changes in a cycle where m_op_emit is 0" in cex.what, cex
+    cex = prove_held(core, "halt", "", tail_members)
+    assert cex is not None and "the group changes in a cycle where halt is 0" in cex.what, cex
     cex = prove_held(core, tail_gate, "", tail_members + ("pc_lo",))
     assert cex is not None and "the group changes in a cycle where pc_mid_emit is 0" in cex.what, cex
-    cex = prove_held(core, gate, dirty, ("m_hi",))
-    assert cex is not None and "the group changes in a cycle where m_op_emit is 0" in cex.what, cex
-    cex = prove_held(core, gate, "halted", members)
-    assert cex is not None and "halted is 1 in a cycle where m_op_emit is 0" in cex.what, cex

@@ -93,7 +93,7 @@ def test_sample_program_hi(model):
     assert res.console == prog.expected_output and res.halt.exit_code == prog.expected_exit
     _same([res], [ref])
     # the frame (docs/CPU-MODEL.md 2): 1 token (the pc's low 4 word bits, m_busy, halted, pc_oob,
-    # m_op_new), + 1 for the pc's other word bits after a transfer or a step from a 16-word block's
+    # m_pend), + 1 for the pc's other word bits after a transfer or a step from a 16-word block's
     # last word, + 1 when a register is written (enable, register, the value's low 2 bits) or 2 when
     # a RAM word is (enable, address, its low 3 bits), and 1 per 8 bits above up to the word's
     # highest 1 (folded); the ecall's stopping cycle 3 (the latched conditions), the halt report 4

@@ -65,21 +65,21 @@ def check(compiled, images, max_steps=1_000_000):
 
 def test_the_frame(compiled):
     """The frame (docs/CPU-MODEL.md 2): no token is emitted in every frame but the last: the pc's
-    low 4 word bits, m_busy, halted, pc_oob and m_op_new (1); the halt's kind and cause (1) in the
-    halting frame, the M state while busy (9), the trap conditions and the report flag once halted
-    (2), the pc's bits above the RAM once the pc is outside it (3), the M unit's operand in an M
-    instruction's start frame and the next (4), a register's write group when one is written
-    (enable, the register and the value's low 2 bits: 1) or the RAM's when a word is stored (enable,
-    the word's address and its low 3 bits: 2), each followed by the word's higher bits in chunks of
-    8 up to the one of its highest 1 (folded: 1 each), the pc's other RAM-word bits (1, the tail group) when
-    they may change, right before the last token: 1 token for a sequential step that writes
-    nothing, 32 at most (no cycle writes both memories). The gates (halt, m_op_emit, pc_mid_emit)
-    are not emitted: a group's presence is its gate."""
+    low 4 word bits, m_busy, halted, pc_oob and m_pend (1); the halt's kind and cause (1) in the
+    halting frame, a division's state while it runs (13: remainder, quotient, divisor, count and
+    signs), a MULH's carry in its first frame (3), the trap conditions and the report flag once
+    halted (2), the pc's bits above the RAM once the pc is outside it (3), a register's write group
+    when one is written (enable, the register and the value's low 2 bits: 1) or the RAM's when a word
+    is stored (enable, the word's address and its low 3 bits: 2), each followed by the word's higher
+    bits in chunks of 8 up to the one of its highest 1 (folded: 1 each), the pc's other RAM-word bits
+    (1, the tail group) when they may change, right before the last token: 1 token for a sequential
+    step that writes nothing, 35 at most (no cycle writes both memories). The gates (halt,
+    pc_mid_emit) are not emitted: a group's presence is its gate."""
     nl, proto, _ = compiled
     assert [p.name for p in nl.outputs] == list(MODEL_OUTPUTS)
     assert [(g.kind, g.name, len(g.chunks), g.hold, g.tail) for g in proto.groups] == [
-        ("out", "halt", 1, "", False), ("reg", "m_busy", 9, "", False),
-        ("reg", "halted", 2, "", False), ("reg", "pc_oob", 3, "", False), ("reg", "m_op_emit", 4, "m_op_new", False),
+        ("out", "halt", 1, "", False), ("reg", "m_busy", 13, "", False), ("reg", "m_pend", 3, "", False),
+        ("reg", "halted", 2, "", False), ("reg", "pc_oob", 3, "", False),
         ("write", "regs", 1, "", False),
         ("fold", "regs.data[2:]", 1, "", False), ("fold", "regs.data[10:]", 1, "", False),
         ("fold", "regs.data[18:]", 1, "", False), ("fold", "regs.data[26:]", 1, "", False),
@@ -88,10 +88,10 @@ def test_the_frame(compiled):
         ("fold", "ram.data[19:]", 1, "", False), ("fold", "ram.data[27:]", 1, "", False),
         ("reg", "pc_mid_emit", 1, "", True)]
     assert [p.packed for p in proto.ports] == [2, 3]
-    assert len(proto.outputs) == 1 and len(proto.registers) == 20
-    assert len(proto.generated) == 32 and len(proto.frame_kinds(False)) == 1
-    assert proto.generated[-2:] == [("reg", 18), ("reg", 19)]   # pc_mid, then the last ungated register chunk
-    assert proto.tail_lags() == {("reg", 18): 1}
+    assert len(proto.outputs) == 1 and len(proto.registers) == 23
+    assert len(proto.generated) == 35 and len(proto.frame_kinds(False)) == 1
+    assert proto.generated[-2:] == [("reg", 21), ("reg", 22)]   # pc_mid, then the last ungated register chunk
+    assert proto.tail_lags() == {("reg", 21): 1}
 
 
 def test_hazards(compiled):
