@@ -59,6 +59,13 @@ def sample_program() -> Image:
 
 
 CLASSES = ("ALU", "load", "store", "branch taken", "branch not taken", "jump", "M", "system")
+M_KINDS = ("MUL", "MULH/MULHSU/MULHU", "DIV/DIVU/REM/REMU")     # the M class split by how the core runs it
+
+
+def m_kind(insn: int) -> str:
+    """MUL (one cycle), a high product (two), or a division/remainder (3-19: hdl/rv32/core.py)."""
+    f3 = (insn >> 12) & 7
+    return M_KINDS[0] if f3 == 0 else M_KINDS[1] if f3 < 4 else M_KINDS[2]
 
 
 def instruction_class(r) -> str:
@@ -126,7 +133,7 @@ def table(protocol, netlist, inits, st, generated: bool):
     print(f"{'program':12s} {'instructions':>12s} {'cycles':>9s} {'tokens':>11s} {'tokens/instr':>12s} "
           f"{'unicorn i/s':>12s} {'netlist i/s':>12s}")
     total_tokens = total_instr = 0
-    per_class = {c: [0, 0] for c in CLASSES}          # class -> [instructions, tokens]
+    per_class = {c: [0, 0] for c in CLASSES + M_KINDS}          # class -> [instructions, tokens]
     halt_tokens = 0
     for prog, img in table_images(RAM):
         if img is None:
@@ -148,6 +155,10 @@ def table(protocol, netlist, inits, st, generated: bool):
                 c = per_class[instruction_class(records[i])]
                 c[0] += 1
                 c[1] += pending
+                if is_m_instruction(records[i].insn):
+                    k = per_class[m_kind(records[i].insn)]
+                    k[0] += 1
+                    k[1] += pending
                 i, pending = i + 1, 0
         halt_tokens += pending                     # the stopping cycle and the halt report
         tokens = sum(counts)
@@ -162,6 +173,10 @@ def table(protocol, netlist, inits, st, generated: bool):
     for c in CLASSES:
         n, t = per_class[c]
         print(f"  {c:18s} {n:9,d} instructions {100 * n / total_instr:5.1f} %  {t / n if n else float('nan'):6.2f} tokens each")
+        if c == "M":
+            for k in M_KINDS:
+                n, t = per_class[k]
+                print(f"    {k:20s} {n:7,d} instructions          {t / n if n else float('nan'):6.2f} tokens each")
     print(f"  {'halting':18s} {halt_tokens:9,d} tokens (the stopping cycle and the halt report, all programs)")
     print(f"weights read per instruction: {st['parameters'] / 1e6:.1f} M dense parameters x {mean:.2f} tokens = "
           f"{st['parameters'] * mean / 1e9:.2f} G")

@@ -143,7 +143,10 @@ def test_compare_the_core_without_zba(built, tmp_path, capsys):
     assert not any(e["src"] in zba for e in new["cells"])
     # the totals and per-layer neurons the comparison lists are the two reports' own differences
     assert c["totals"]["parameters"] == {"old": old["totals"]["parameters"], "new": new["totals"]["parameters"]}
-    assert new["totals"]["parameters"] < old["totals"]["parameters"]
+    # less logic: fewer cells, residual bits and FFN neurons in all (the dense size follows the widest
+    # layer, which the balancer and abc's remapping move either way: 289.7 M -> 290.0 M once)
+    assert new["totals"]["cells"] < old["totals"]["cells"]
+    assert new["totals"]["residual_pairs"] < old["totals"]["residual_pairs"]
     want = [(p["layer"], q["ffn_neurons"], p["ffn_neurons"]) for p, q in zip(new["per_layer"], old["per_layer"])
             if p["ffn_neurons"] != q["ffn_neurons"]]
     assert [(d["layer"], d["old"], d["new"]) for d in c["per_layer"] if d["field"] == "ffn_neurons"] == want
