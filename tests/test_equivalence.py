@@ -93,14 +93,8 @@ def test_batched_wide_design_keeps_every_instance_state(tmp_path, build_dir):
     """A design with a signal over 64 bits runs batched as B scalar instances ("lanes"): each
     instance's state (``Simulator.state``, which ``verify.expected_tokens`` reads per row) and
     outputs are its own, equal to a batch-1 simulator's fed the same inputs."""
-    import sys
-
     (tmp_path / "wide_design.py").write_text(WIDE_DESIGN)
-    sys.path.insert(0, str(tmp_path))
-    try:
-        nl = parse_netlist(synthesize("wide_design:Wide", "word", build_dir).json_text)
-    finally:
-        sys.path.remove(str(tmp_path))
+    nl = parse_netlist(synthesize(f"{tmp_path / 'wide_design.py'}:Wide", "word", build_dir).json_text)
     batch = Simulator(nl, batch=3)
     assert batch.mode == "lanes"
     alone = [Simulator(nl) for _ in range(3)]

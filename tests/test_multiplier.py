@@ -364,14 +364,8 @@ def test_shifted_products_fuse_into_one_cell(tmp_path, build_dir):
     the compile flows fuse it back into the reader's multiply-add (one threshold multiplier, 6 levels
     instead of 12), unless the inner sum's truncation matters. The netlist simulator's outputs on
     random operands equal Python's."""
-    import sys
-
     (tmp_path / "fuse_design.py").write_text(FUSE_DESIGN)
-    sys.path.insert(0, str(tmp_path))
-    try:
-        nl = parse_netlist(synthesize("fuse_design:Fuse", "macro", build_dir).json_text)
-    finally:
-        sys.path.remove(str(tmp_path))
+    nl = parse_netlist(synthesize(f"{tmp_path / 'fuse_design.py'}:Fuse", "macro", build_dir).json_text)
     outs = {p.name: p.bits for p in nl.outputs}
     readers = {}
     for c in nl.cells:
