@@ -11,8 +11,8 @@ the macro model checked against the netlist simulator). Prints a table; asserts 
 remainder, truncated and floored, unsigned and signed) and width 4, 8, 16, 32, the threshold
 circuit's depth (FFN levels) and neurons (each level's equal neurons merged, as the compiler lowers
 them), built straight from ``netlist2tf.macros`` / ``netlist2tf.divider`` on a one-cell netlist; a
-divider wider than the divider macro takes (8 bits, 9 signed) is Yosys's logic, synthesized by the
-compiler's macro6 flow and scheduled, and is marked "LUT logic".
+divider wider than the one-layer macro takes (8 bits, 9 signed) is the long division in base 16 and
+is marked so.
 """
 
 import argparse
@@ -93,9 +93,7 @@ def macro_table() -> None:
     def figures(kind, w, signed):
         if kind in DIV_CELLS:
             c = div(kind, w, signed)
-            if divider_fits(c[0]):
-                return macro_figures(*c)
-            return lut_figures(kind, w, signed)
+            return (*macro_figures(*c), "one layer" if divider_fits(c[0]) else "long division")
         return macro_figures(*cell(kind, w, signed))
 
     kinds = [("adder a + b (w + 1 bits)", "add", False), ("multiplier w x w -> 2w", "mul", False),
@@ -110,38 +108,10 @@ def macro_table() -> None:
     print("| --- |" + " ---: |" * len(widths))
     for title, kind, signed in kinds:
         got = [figures(kind, w, signed) for w in widths]
-        print(f"| {title} | " + " | ".join(f"{f[0]}, {f[1]:,}" + (" (LUT logic)" if len(f) > 2 else "")
+        print(f"| {title} | " + " | ".join(f"{f[0]}, {f[1]:,}" + (" (long division)" if f[2:] == ("long division",) else "")
                                           for f in got) + " |", flush=True)
-    print("\n(LUT logic: no macro at that width; Yosys's divider mapped to 6-input LUTs by the macro6 flow, "
-          "scheduled on an unbounded target)")
-
-
-def lut_figures(kind: str, w: int, signed: bool) -> tuple[int, int, str]:
-    """(depth, neurons, "lut") of a one-operator Verilog module through the compiler's CPU flow
-    (macro6), scheduled on an unbounded target."""
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        if kind in ("$divfloor", "$modfloor"):      # Amaranth's // and % floor (Python's semantics)
-            src = Path(tmp) / "d.py"
-            shape = f"{'signed' if signed else 'unsigned'}({w})"
-            src.write_text("from amaranth import Module, signed, unsigned\nfrom amaranth.lib import wiring\n"
-                           "from amaranth.lib.wiring import In, Out\n\n\nclass D(wiring.Component):\n"
-                           f"    a: In({shape})\n    b: In({shape})\n    y: Out({w})\n\n"
-                           "    def elaborate(self, platform):\n        m = Module()\n"
-                           f"        m.d.comb += self.y.eq(self.a {'//' if kind == '$divfloor' else '%'} self.b)\n"
-                           "        return m\n")
-            design = f"{src}:D"
-        else:                                       # Verilog's / and % truncate: $div, $mod
-            sign = "signed " if signed else ""
-            src = Path(tmp) / "d.v"
-            src.write_text(f"module d(input {sign}[{w - 1}:0] a, input {sign}[{w - 1}:0] b, output [{w - 1}:0] y);\n"
-                           f"  assign y = a {'/' if kind == '$div' else '%'} b;\nendmodule\n")
-            design = str(src)
-        nl = parse_netlist(synthesize(design, "macro6", Path(tmp) / "build").json_text)
-    sched = schedule(nl, Target(1 << 30, 1 << 30, standalone_layer_types(1024), 1, 1, 64, 64, 1, 1, 16, name="probe"))
-    return sched.depth, sum(sched.neurons), "lut"
+    print("\n(a divider: the one-layer thermometer macro up to 8 bits (9 signed), long division in base 16 "
+          "above (netlist2tf/divider.py))")
 
 
 def main():

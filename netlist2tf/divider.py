@@ -26,14 +26,24 @@ positive pre-activation stays <= 256 (bfloat16-exact) for dividends of 8 bits, o
 multiplier macro's sum of a negated product and an addend (``macros.macc``) on the quotient's nets:
 the quotient's layer, then the partial products, counters and the final adder.
 
-Wider dividends (the thermometer would need 2**n steps and inputs beyond 256) stay with Yosys's own
-lowering to logic (``yosys._KEEP`` selects only the widths here, ``fits``).
+**Wider dividends** (the thermometer would need 2**n steps and inputs beyond 256, ``fits``): long
+division in base 16 (``expand_wide_div``, ``_long_division``), operands up to ``MAX_WIDE_BITS``: the
+divisor's multiples t * B once (t = 1..15, the multiplier macro on a constant factor: 4 levels), then
+per four quotient bits, from the top, the partial remainder R shifted in with the next digit of A,
+fifteen lookahead subtractors ``R' - t * B`` in parallel (3 levels: their borrows are the
+thermometer ``[R' >= t * B]``, monotone in t), and one level that sums the digit's bits from the
+thermometer and selects the new remainder (``[th_t AND NOT th_(t+1) AND bit of R' - t * B]``, one
+neuron each, one-hot): 4 levels a digit. Signed operands go through their magnitudes (conditional
+negation: an XOR level and an adder) and the result's sign fix (the same); floored ones adjust the
+quotient by ``[R == 0]`` and the remainder by ``|B|``. Unsigned 16 bits: 20 levels, 7,692 neurons;
+32 bits: 36 levels, 29,832 (Yosys's logic: 53 and 206 levels); signed 26-30 and 44-49
+(``bench/compile_figures.py --macros``). Wider than 64 bits stays Yosys's logic (``yosys._KEEP``).
 """
 
 from .errors import UnsupportedDesignError
 from .ir import CONST0, CONST1, CONSTX, Cell
 from .validate import Problem
-from .macros import DIV_CELLS, Step, ThresholdFunction, _Builder, macc  # noqa: F401 (DIV_CELLS re-exported)
+from .macros import DIV_CELLS, Step, ThresholdFunction, _add, _Builder, _lit_value, macc  # noqa: F401 (DIV_CELLS re-exported)
 MAX_DIVIDEND_BITS = 8            # unsigned; 9 when both operands are signed
 
 
@@ -215,4 +225,191 @@ def expand_div(cell: Cell, next_net: int, used: set) -> tuple[list[ThresholdFunc
                                                     (k + 1 if n == CONST1 else 0) - (k + 2))])
              for i, n in enumerate(A)]
     macc(b, [(tuple(Q), B, signed, True)], [(tuple(A), signed, False)], Y, wanted)
+    return b.functions, b.names, b.next_net
+
+
+# ---- wider dividends: long division, four quotient bits a stage ----------------------------------
+
+RADIX_BITS = 4                   # quotient bits per stage of the long division
+MAX_WIDE_BITS = 64               # operand widths the long division takes
+
+
+def _literals(sig) -> list:
+    """A signal as adder literals ((net, inverted)); ``x`` bits as 0."""
+    return [(CONST0 if n == CONSTX else n, False) for n in sig]
+
+
+def _xor_with(b: _Builder, lits, s, name: str) -> list:
+    """Each literal XOR the bit ``s`` (one level; constants fold to ``s`` or its complement)."""
+    out = []
+    for i, (n, inv) in enumerate(lits):
+        v = _lit_value(n, inv)
+        if v is not None:
+            out.append((s, v == 1))
+            continue
+        x = b.new_net(f"{name}[{i}]")
+        t = [(n, inv, 1), (s, False, 1)]
+        b.emit(x, [b.step(t, 1, 1), b.step(t, 2, -1)])
+        out.append((x, False))
+    return out
+
+
+def _cond_negate(b: _Builder, lits, s, width: int, name: str, ci=None) -> list:
+    """``(x XOR s) + ci`` over ``width`` bits, ``x`` the unsigned value of ``lits`` (zero-extended),
+    ``ci`` the literal ``s`` by default: ``-x`` where ``s`` is 1, ``x`` where it is 0 (4 levels)."""
+    lits = (list(lits) + [(CONST0, False)] * width)[:width]
+    flipped = _xor_with(b, lits, s, f"{name}.x")
+    out = [b.new_net(f"{name}[{i}]") for i in range(width)]
+    _add(b, flipped, [(CONST0, False)] * width, ci if ci is not None else s, dict(enumerate(out)), {})
+    return [(n, False) for n in out]
+
+
+def _long_division(b: _Builder, A: list, B: list, nz) -> tuple[list, list]:
+    """Unsigned ``A // B`` and ``A % B`` (literal lists, LSB first) by long division in base 16,
+    the digits from the top: the partial remainder R (< B) shifted in with the next digit of A is
+    R', every multiple t * B (t = 1..15, made once) is subtracted from it in parallel, the borrows are
+    the thermometer ``[R' >= t * B]`` (monotone in t), the digit is its count and the new remainder
+    the difference the thermometer's last 1 selects (a one-hot AND-OR: one level). A stage is
+    4 levels (the lookahead subtractors, then the select). ``nz`` (a literal, ``B != 0``) masks the
+    results: both 0 for a zero divisor. Returns (quotient literals, remainder literals)."""
+    n, m = len(A), len(B)
+    W = m + RADIX_BITS                               # R' < 16 * B
+    radix = 1 << RADIX_BITS
+    multiples = {1: list(B) + [(CONST0, False)] * RADIX_BITS}
+    for t in range(2, radix):
+        bits = [(CONST1 if (t >> k) & 1 else CONST0) for k in range(RADIX_BITS)]
+        Y = [b.new_net(f"mul{t}[{i}]") for i in range(W)]
+        B_nets = [n_ if not inv else None for n_, inv in B]
+        assert None not in B_nets
+        macc(b, [(tuple(B_nets), tuple(bits), False, False)], [], Y, list(range(W)))
+        multiples[t] = [(y, False) for y in Y]
+    stages = -(-n // RADIX_BITS)
+    A = list(A) + [(CONST0, False)] * (stages * RADIX_BITS - n)
+    R = [(CONST0, False)] * m
+    digits = []
+    for s in range(stages):
+        lo = (stages - 1 - s) * RADIX_BITS
+        Rp = A[lo:lo + RADIX_BITS] + R                # R' = R * 16 + the next digit
+        last = s == stages - 1
+        th, diffs = [], []
+        for t in range(1, radix):
+            D = [b.new_net(f"s{s}.d{t}[{i}]") for i in range(m)]
+            c = b.new_net(f"s{s}.th{t}")
+            _add(b, Rp, [(x, not inv) for x, inv in multiples[t]], CONST1, dict(enumerate(D)), {W - 1: c})
+            th.append(c)
+            diffs.append(D)
+        # the digit: sum of th_t (a thermometer), bit j of it from the same steps; 0 at B = 0
+        dig = []
+        for j in range(RADIX_BITS):
+            steps = [b.step([(th[t - 1], False, 1), (*nz, 1)], 2, _bit(t, j) - _bit(t - 1, j))
+                     for t in range(1, radix) if _bit(t, j) != _bit(t - 1, j)]
+            dig.append((b.emit(b.new_net(f"s{s}.q[{j}]"), steps), False))
+        digits = dig + digits                          # LSB first: later stages are lower digits
+        # the new remainder: R' where th_1 = 0, else the difference of the last t with th_t = 1
+        mask = [(*nz, 1)] if last else []
+        newR = []
+        for i in range(m):
+            steps = [b.step([(th[0], True, 1), (*Rp[i], 1)] + mask, 2 + len(mask))]
+            for t in range(1, radix):
+                lits = [(th[t - 1], False, 1), (diffs[t - 1][i], False, 1)] + mask
+                if t < radix - 1:
+                    lits.append((th[t], True, 1))
+                steps.append(b.step(lits, len(lits)))
+            newR.append((b.emit(b.new_net(f"s{s}.r[{i}]"), steps), False))
+        R = newR
+    return digits[:n], R
+
+
+def wide_fits(cell: Cell) -> bool:
+    """Whether the long division takes ``cell`` (operands up to ``MAX_WIDE_BITS`` bits)."""
+    return max(int(cell.param("A_WIDTH")), int(cell.param("B_WIDTH"))) <= MAX_WIDE_BITS
+
+
+def expand_wide_div(cell: Cell, next_net: int, used: set) -> tuple[list[ThresholdFunction], dict, int]:
+    """A division or remainder with a dividend wider than the one-layer macro takes (``fits``):
+    on the operands' magnitudes (signed: conditional negation, 4 levels), ``_long_division``
+    (4 levels per 4 quotient bits, after 4 for the divisor's multiples), then the signs: ``$div``
+    negates the quotient when the operands' signs differ, ``$mod`` the remainder when the dividend
+    is negative; ``$divfloor`` adds ``[R == 0]`` to the flipped quotient instead of 1 (``-Q - 1``
+    when the rounding went down), ``$modfloor`` subtracts ``|B|`` from a non-zero remainder first
+    where the signs differ. Results modulo ``2**Y_WIDTH``; a zero divisor gives 0."""
+    Y = cell.port("Y")
+    b = _Builder(next_net, cell)
+    wanted = [i for i, n in enumerate(Y) if n in used]
+    if not wanted:
+        return b.functions, b.names, b.next_net
+    if not wide_fits(cell):
+        raise UnsupportedDesignError([Problem(f"cell {cell.name} ({cell.type})", cell.src,
+                                              f"a division of {max(int(cell.param('A_WIDTH')), int(cell.param('B_WIDTH')))} "
+                                              f"bits; the divider macro takes {MAX_WIDE_BITS}: split it into "
+                                              f"narrower divisions")])
+    signed = _signed(cell)
+    A, B = _literals(cell.port("A")), _literals(cell.port("B"))
+    yw = len(Y)
+    b_real = [lit for lit in B if _lit_value(*lit) is None]
+    one = [lit for lit in B if _lit_value(*lit) == 1]
+    if one:
+        nz = (CONST1, False)
+    elif not b_real:
+        nz = (CONST0, False)
+    else:
+        nz = (b.emit(b.new_net("nz"), [b.step([(x, inv, 1) for x, inv in b_real], 1)]), False)
+    if signed:                                  # magnitudes (a constant sign bit folds: 0 keeps it)
+        ua = A if _lit_value(*A[-1]) == 0 else _cond_negate(b, A, A[-1][0], len(A), "abs_a")
+        ub = B if _lit_value(*B[-1]) == 0 else _cond_negate(b, B, B[-1][0], len(B), "abs_b")
+    else:
+        ua, ub = A, B
+    Q, R = _long_division(b, ua, ub, nz)
+    want_q = cell.type in ("$div", "$divfloor")
+    if not signed:
+        res = Q if want_q else R
+        res = (list(res) + [(CONST0, False)] * yw)[:yw]
+    else:
+        a_s = A[-1][0]
+        q_neg = b.emit(b.new_net("q_neg"), [b.step([(A[-1][0], False, 1), (B[-1][0], False, 1)], 1, 1),
+                                             b.step([(A[-1][0], False, 1), (B[-1][0], False, 1)], 2, -1)])
+        if cell.type == "$div":
+            res = _cond_negate(b, Q, q_neg, yw, "q")
+        elif cell.type == "$mod":
+            res = _cond_negate(b, R, a_s, yw, "r")
+        elif cell.type == "$divfloor":
+            # -Q - 1 + [R == 0] where the signs differ: (Q XOR q_neg) + (q_neg AND R == 0)
+            ci = b.emit(b.new_net("ci"), [b.step([(q_neg, False, len(R) + 1)] + [(x, inv, -1) for x, inv in R],
+                                                  len(R) + 1)])
+            res = _cond_negate(b, Q, q_neg, yw, "q", ci=ci)
+        else:
+            # the remainder takes the divisor's sign: where the signs differ and R != 0, R - |B|
+            # (then negated with the dividend's sign), else R
+            k = len(R)
+            fix = b.emit(b.new_net("fix"), [b.step([(q_neg, False, k)] + [(x, inv, 1) for x, inv in R], k + 1)])
+            w = max(len(R), len(ub)) + 1
+            masked = []
+            for i, (x, inv) in enumerate(list(ub) + [(CONST0, False)] * (w - len(ub))):
+                if _lit_value(x, inv) is not None:    # ~(bit AND fix): 1 for a 0 bit, not fix for a 1
+                    masked.append((CONST1, False) if _lit_value(x, inv) == 0 else (fix, True))
+                    continue
+                mnet = b.new_net(f"mb[{i}]")
+                b.emit(mnet, [b.step([(x, inv, 1), (fix, False, 1)], 2)])
+                masked.append((mnet, True))           # ~(|B| AND fix): subtracting it with ci = fix
+            T = [b.new_net(f"t[{i}]") for i in range(w)]
+            Rw = (list(R) + [(CONST0, False)] * w)[:w]
+            _add(b, Rw, masked, CONST1, dict(enumerate(T)), {})
+            Tl = [(t, False) for t in T]
+            # T is R - fix * |B| in w bits (two's complement): sign-extend it to the result's width
+            Tl = (Tl + [Tl[-1]] * yw)[:max(yw, w)]
+            res = _cond_negate(b, Tl, a_s, yw, "r")
+    # the outputs: a result bit this macro computed and nothing else reads is written to Y's net
+    # itself (no copy, no extra level); constants and bits used twice are copied
+    read = {x for f in b.functions for st in f.steps for x, _, _ in st.terms}
+    pos = {f.out: k for k, f in enumerate(b.functions)}
+    renamed: dict = {}
+    for i in wanted:
+        n, inv = res[i]
+        v = _lit_value(n, inv)
+        if v is None and not inv and n in pos and n not in read and n not in renamed:
+            b.functions[pos[n]] = ThresholdFunction(Y[i], b.functions[pos[n]].steps)
+            renamed[n] = Y[i]
+            continue
+        n = renamed.get(n, n)
+        b.emit(Y[i], [b.step([], 0, 1)] if v == 1 else [] if v == 0 else [b.step([(n, inv, 1)], 1)])
     return b.functions, b.names, b.next_net

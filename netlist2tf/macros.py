@@ -702,6 +702,6 @@ def expand(cell: Cell, next_net: int, used: set, absorb: dict | None = None):
     if cell.type in SHIFT_CELLS:
         return expand_shift(cell, next_net, used)
     if cell.type in DIV_CELLS:
-        from .divider import expand_div
-        return expand_div(cell, next_net, used)
+        from .divider import expand_div, expand_wide_div, fits
+        return (expand_div if fits(cell) else expand_wide_div)(cell, next_net, used)
     raise ValueError(f"no macro for {cell.type}")
