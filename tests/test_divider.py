@@ -191,3 +191,34 @@ def test_long_division_by_constants(kind):
                 got = sum(vals[n] << i for i, n in enumerate(Y))
                 a, bb = (v, const) if which == "B" else (const, v)
                 assert got == _python(kind, a, bb) % (1 << w), (kind, const, which, x)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("signed", [False, True])
+def test_long_division_eight_bits_exhaustive(kind, signed):
+    """The long division on all 65,536 pairs of 8-bit operands (the circuit evaluated on NumPy
+    arrays, every output bit 0/1) against Python's integers."""
+    import numpy as np
+
+    w = 8
+    A, B, Y = tuple(range(3, 3 + w)), tuple(range(3 + w, 3 + 2 * w)), tuple(range(3 + 2 * w, 3 + 3 * w))
+    cell = Cell("c", kind, (("A_SIGNED", int(signed)), ("B_SIGNED", int(signed)), ("A_WIDTH", w), ("B_WIDTH", w),
+                            ("Y_WIDTH", w)), (("A", A), ("B", B)), (("Y", Y),), "")
+    fns, _, _ = expand_wide_div(cell, 1000, set(Y))
+    xs, ys = np.meshgrid(np.arange(1 << w), np.arange(1 << w), indexing="ij")
+    xs, ys = xs.ravel(), ys.ravel()
+    bits = {0: np.zeros_like(xs), 1: np.ones_like(xs), 2: np.zeros_like(xs)}
+    bits |= {n: (xs >> i) & 1 for i, n in enumerate(A)} | {n: (ys >> i) & 1 for i, n in enumerate(B)}
+    for f in fns:
+        v = np.zeros_like(xs)
+        for st in f.steps:
+            total = sum(wt * ((1 - bits[n]) if inv else bits[n]) for n, inv, wt in st.terms)
+            v += st.sign * (np.asarray(total) >= st.theta)
+        assert set(np.unique(v)) <= {0, 1}
+        bits[f.out] = v
+    got = sum(bits[n] << i for i, n in enumerate(Y))
+
+    def val(x):
+        return x - (1 << w) if signed and x >> (w - 1) else x
+    want = [_python(kind, val(int(x)), val(int(y))) % (1 << w) for x, y in zip(xs, ys)]
+    assert got.tolist() == want
