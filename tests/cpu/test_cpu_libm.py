@@ -480,3 +480,22 @@ def test_clang_without_soft_float_names_the_fix(tmp_path):
     src.write_text("#include <math.h>\nint main(void) { volatile double x = 2; return (int)sin(x); }\n")
     with pytest.raises(CompileError, match="clang has no soft-float runtime for rv32.*zig .*or gcc"):
         compile_c(src, cache_dir=tmp_path / "cache", compiler=_compiler("clang"))
+
+
+def test_libm_small_program_against_mpmath():
+    """cpu/programs/libm_small.c (the <math.h> program run on the 64 KiB compiled model,
+    docs/CPU-MODEL.md 5) on unicorn with 64 KiB of RAM: each printed double's bits are the value
+    mpmath computes at 300 bits, rounded to the nearest double."""
+    from pathlib import Path
+
+    img = load_elf(compile_c(Path(__file__).resolve().parents[2] / "cpu/programs/libm_small.c", ram_size=1 << 16),
+                   ram_size=1 << 16)
+    run = run_unicorn(img, ram_size=1 << 16)
+    assert run.halt.exit_code == 0
+    exact = {"sqrt(2)": mp.sqrt(2), "sin(1)": mp.sin(1), "exp(1)": mp.exp(1), "log(10)": mp.log(10),
+             "atan(0.5)": mp.atan(mp.mpf(1) / 2), "pow(2,0.5)": mp.sqrt(2)}
+    lines = run.console.decode().splitlines()
+    assert [ln.split()[0] for ln in lines] == list(exact)
+    for ln in lines:
+        name, got = ln.split()
+        assert int(got, 16) == bits(float(exact[name])), name
