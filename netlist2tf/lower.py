@@ -93,12 +93,12 @@ def _pair_lifetimes(netlist: Netlist, sched: Schedule, kept: set[int]):
         for n in p.bits:
             write(n, 0)
     for r in netlist.registers:
-        for n in r.q:
-            write(n, 0)
+        for n in r.q:                           # layer 0's mixer, or a later one (plan.late_registers)
+            write(n, 2 * sched.level.get(n, 0))
     mems = {m.name: m for m in netlist.memories}
     for (mem, port) in sorted(sched.read_layer):
-        for n in mems[mem].read_ports[port].data:
-            write(n, 2 * sched.read_layer[(mem, port)])
+        for n in mems[mem].read_ports[port].data:      # from the first layer of a spanning read's banks
+            write(n, 2 * sched.first_read_layer((mem, port)))
     units = sorted(sched.cell_layer, key=lambda u: (sched.cell_layer[u], u))
     for u in units:
         for f in sched.functions[u]:

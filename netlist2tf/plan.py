@@ -337,6 +337,98 @@ def balance_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, b
         pins, probe = moved
 
 
+def spread_counts(n: int, k: int) -> list[int]:
+    """``n`` key heads over ``k`` layers, as evenly as possible, the first layers taking the extra."""
+    return [n // k + (i < n % k) for i in range(k)]
+
+
+def spread_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, port_heads, read_after: dict,
+                 key_heads: int, reg_layer: dict | None = None):
+    """Spread memory reads whose banks overflow a layer's ``key_heads`` over several DeltaNet layers
+    (the banks of one read port add into the same data pairs, so a read may take its banks from k
+    consecutive DeltaNet layers, its data ready after the last): while some layer holds more key
+    heads than the target has, the read in such a layer with the most key heads per layer
+    (``port_heads(key)`` over its layers) takes one more layer. Only reads on a published
+    geometry's shapes spread (a standalone model sizes its heads to the widest layer instead); a
+    read that cannot spread further leaves the problem to the fit check, which names it. Returns
+    (schedule, {(memory, port): k}); each step is a new schedule (deeper where the read's data is
+    needed: it is ready only after its last layer)."""
+    span: dict = {}
+    while True:
+        heads = heads_of(probe)
+        over = {i for i, h in enumerate(heads) if h > key_heads}
+        cands = [key for key in sorted(probe.read_layer) if set(probe.read_layers(key)) & over]
+        if not cands:
+            return probe, span
+        key = max(cands, key=lambda k: port_heads(k) / len(probe.read_layers(k)))
+        trial = {**span, key: len(probe.read_layers(key)) + 1}
+        try:
+            cand = schedule(netlist, target, read_after=read_after, read_span=trial, reg_layer=reg_layer)
+        except ScheduleError:
+            return probe, span
+        if len(cand.read_layers(key)) != trial[key] or cand.read_layer[key] >= target.num_layers:
+            return probe, span                 # no DeltaNet layer left to spread to
+        span, probe = trial, cand
+
+
+def late_registers(netlist: Netlist, proto: TraceProtocol, probe: Schedule, target: Target, heads_of,
+                   read_after: dict, key_heads: int, keep: set) -> dict:
+    """Register chunks read by a later DeltaNet layer than 0 while layer 0 holds more than
+    ``key_heads`` key heads (a published geometry's layer 0 cannot hold every register, input and
+    write-port field of a large design): a chunk whose bits nothing needs before layer l (no FFN
+    reads them before l, no memory read's address before l + 1) is read in a DeltaNet layer <= l
+    instead (one with a key head that has room for it first, then the least loaded, the latest on
+    ties), the chunks with the most room first. Its
+    double-buffered head there is written by the chunk's REG token exactly as in layer 0 (the
+    token's value, row and enable are still in the residual: the embedding's channels that no layer
+    writes). Moving never deepens the schedule (every reader stays where it was or moves to its
+    window); a move that would is not made. Returns {chunk index: layer}; ``keep``: chunks that
+    stay in layer 0 (tail chunks)."""
+    from .schedule import _required_nets
+
+    L, types = target.num_layers, target.layer_types
+    need: dict[int, int] = {}                 # net -> the latest mixer layer it may come from
+    for unit, layer in probe.cell_layer.items():
+        for f in probe.functions[unit]:
+            for n in f.support:
+                need[n] = min(need.get(n, L), layer)
+    mems = {m.name: m for m in netlist.memories}
+    for key in probe.read_layer:
+        for n in mems[key[0]].read_ports[key[1]].addr:
+            need[n] = min(need.get(n, L), probe.first_read_layer(key) - 1)
+    for n, _ in _required_nets(netlist):
+        need[n] = min(need.get(n, L), L - 1)
+    room = {j: min((need.get(n, L) for n in c.bits), default=L) for j, c in enumerate(proto.registers)
+            if j not in keep}
+    moved: dict = {}
+    for j in sorted(room, key=lambda j: (-room[j], j)):
+        heads = heads_of(probe, regs=moved)
+        if heads[0] <= key_heads:
+            break
+        where = [i for i in range(1, min(room[j], L - 1) + 1) if types[i] == LINEAR]
+        if where:                   # the fewest new key heads (a half-full one first), then the least loaded
+            moved[j] = min(where, key=lambda i: (heads_of(probe, regs={**moved, j: i})[i] - heads[i], heads[i], -i))
+    if moved:
+        reg_layer = {n: layer for j, layer in moved.items() for n in proto.registers[j].bits}
+        try:
+            cand = schedule(netlist, target, read_after=read_after, reg_layer=reg_layer)
+        except ScheduleError:
+            return {}
+        if cand.depth > probe.depth or cand.read_layer != probe.read_layer:
+            return {}
+    return moved
+
+
+@dataclass(frozen=True)
+class BankLayout:
+    """How a memory's words sit in DeltaNet key heads (``_plan_model``'s ``bank_layout``): banks of
+    ``words`` words, ``per_key_head`` of them side by side in one key head (rows = low address
+    bits), or one ``interleave``-way interleaved bank per key head (value head = low address bits)."""
+    words: int
+    per_key_head: int
+    interleave: int
+
+
 def memory_capacity_slots(d_k: int) -> int:
     """Words one DeltaNet head holds with key head dim ``d_k``: all d_k where the one-hot query is
     exact (d_k a power of 4: the query scale d_k**-0.5 is a power of two), else one dim is the
@@ -459,28 +551,54 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
             raise Netlist2TFError(f"tail group {next(g.name for g in proto.groups if g.tail)}: "
                                   f"its chunk is {lag} tokens before the frame's end, the DeltaNet conv "
                                   f"reaches {kernel - 1}; give it a dirty bit (a double-buffered held group)")
-    banks = {(m.name, p): len(reachable_banks(m, p, slots)) for m in netlist.memories if m.write_ports
-             for p in range(len(m.read_ports))}
+    def bank_layout(mem, g) -> BankLayout:
+        """How ``mem``'s words sit in key heads of ``g`` value heads. Value heads sharing a key head
+        hold different words in the same rows (told apart by ``write_select``/``read_select``):
+        with a power-of-two bank (d_k = 16, 64, 256) and whole banks, the rows are the address's
+        low bits and a key head holds ``g / heads per word`` banks side by side (the selects: the
+        bits above the rows); with d_k = 128 (127 slots) a key head holds one *interleaved* bank of
+        127 x s words (s the largest power of two of value heads it can hold words in): the
+        address's low log2(s) bits choose the value head, the rest the row."""
+        per = max(1, g // -(-mem.width // piece))
+        if not (slots & (slots - 1) or mem.size % slots):
+            return BankLayout(slots, per, 1)
+        if slots & (slots - 1):
+            s = 1 << (per.bit_length() - 1)
+            return BankLayout(slots * s, 1, s)
+        return BankLayout(slots, 1, 1)
 
-    def bank_spread(mem, g) -> int:
-        """How many banks of ``mem`` one key head of ``g`` value heads holds: its value heads hold
-        words side by side (told apart by ``write_select``/``read_select`` on the address bits above
-        the rows), which needs rows addressed by the low address bits: a power-of-two bank (d_k =
-        16, 64, 256; with d_k = 128, 127 slots, one bank per key head) and whole banks."""
-        if slots & (slots - 1) or mem.size % slots:
-            return 1
-        return max(1, g // -(-mem.width // piece))
+    bank_counts: dict = {}
 
-    def heads_of(sched, group=group) -> list[int]:
+    def banks_of(group) -> dict:
+        """{(memory, read port): the banks it can address} with key heads of ``group`` value heads."""
+        if group not in bank_counts:
+            bank_counts[group] = {(m.name, p): len(reachable_banks(m, p, bank_layout(m, group).words))
+                                  for m in netlist.memories if m.write_ports for p in range(len(m.read_ports))}
+        return bank_counts[group]
+
+    banks = banks_of(group)
+
+    def port_key_heads(key, group=group) -> int:
+        return -(-banks_of(group)[key] // bank_layout(mems[key[0]], group).per_key_head)
+
+    late_regs: dict = {}                      # register chunk -> its (later) layer: late_registers
+
+    def heads_of(sched, group=group, regs=None) -> list[int]:
         """DeltaNet key heads per layer, each with up to `group` value heads: layer 0's state
         chunks (the one-row inputs and write-port fields share key heads, the double-buffered
         registers theirs, a tail chunk one of its own), then per read port its banks, as many
-        to a key head as `group` holds words (``bank_spread``)."""
+        to a key head as `group` holds words (``bank_layout``), spread evenly over the layers of
+        a read that spans several (``spread_counts``)."""
         heads = [0] * layers
+        late = late_regs if regs is None else regs
         heads[0] = sum(-(-n // group) for n in (len(proto.inputs) + len(write_chunks),
-                                                 len(proto.registers) - len(tail_lags))) + len(tail_lags)
-        for key, layer in sched.read_layer.items():
-            heads[min(layer, layers - 1)] += -(-banks[key] // bank_spread(mems[key[0]], group))
+                                                 len(proto.registers) - len(tail_lags) - len(late))) + len(tail_lags)
+        for layer in sorted(set(late.values())):
+            heads[layer] += -(-sum(1 for v in late.values() if v == layer) // group)
+        for key in sched.read_layer:
+            where = sched.read_layers(key)
+            for layer, n in zip(where, spread_counts(port_key_heads(key, group), len(where))):
+                heads[min(layer, layers - 1)] += n
         return heads
 
     # where the memory reads go does not depend on the widths: schedule once on unbounded ones
@@ -489,6 +607,16 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     probe = schedule(netlist, probe_target)
     probe, read_after = balance_reads(netlist, probe, probe_target, heads_of, banks,
                                       None if target is None else {i for i, t in enumerate(types) if t == LINEAR})
+    read_span: dict = {}
+    reg_layer: dict = {}
+    if target is not None:
+        late_regs.update(late_registers(netlist, proto, probe, probe_target, heads_of, read_after,
+                                        target.linear_num_key_heads, {j for _, j in tail_lags}))
+        reg_layer = {n: layer for j, layer in late_regs.items() for n in proto.registers[j].bits}
+        if reg_layer:
+            probe = schedule(netlist, probe_target, read_after=read_after, reg_layer=reg_layer)
+        probe, read_span = spread_reads(netlist, probe, probe_target, heads_of, port_key_heads, read_after,
+                                        target.linear_num_key_heads, reg_layer)
     if target is None:                        # DeltaNet only where state is read
         used = {0} | set(probe.read_layer.values())
         types = tuple(LINEAR if i in used else FULL for i in range(layers))
@@ -612,12 +740,12 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
         if problems:
             raise ScheduleError(f"{netlist.top} does not fit the target {target.name} ({target.source}):\n  - "
                                 + "\n  - ".join(problems))
-    sched = schedule(netlist, target, read_after=read_after)
+    sched = schedule(netlist, target, read_after=read_after, read_span=read_span, reg_layer=reg_layer)
     if sched.read_layer != probe.read_layer:
         raise AssertionError("the memory reads moved between the probe and the final schedule")
 
     heads = _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
-                        lambda n: str(netlist.nets[n]), lambda mem: bank_spread(mem, group))
+                        lambda n: str(netlist.nets[n]), lambda mem: bank_layout(mem, group), late_regs)
     embedding, lm_head = _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches)
     inits = {f"reg:{r.name}": r.init for r in netlist.registers}
     memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
@@ -675,9 +803,11 @@ def _when(ands, minus, ors, outs) -> list[Neuron]:
 
 
 def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
-                net_name=str, spread_of=lambda mem: 1):
-    """Every DeltaNet value head: layer 0's, then the memory banks' (in the order the writer fills
-    them; key heads numbered per layer as they are taken)."""
+                net_name=str, layout_of=None, late_regs=None):
+    """Every DeltaNet value head: layer 0's (and the register chunks ``late_regs`` reads later),
+    then the memory banks' (in the order the writer fills them; key heads numbered per layer as
+    they are taken)."""
+    late_regs = late_regs or {}
     one = layout.one
     never = (layout.pair(names["commit"][0])[0], layout.pair(names["commit"][0])[1])   # never both 1
     next_key = [0] * layers
@@ -700,12 +830,14 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     # the token's parity (registers: the double buffer), read in row 0 / the position's read parity.
     open_heads = {}                  # rows -> [key head, value heads taken]
 
-    def layer0(chunks, enable, rows_w, rows_r, outs, clear=lambda k: None, enable_of=lambda k, c: k, what=""):
+    def layer0(chunks, enable, rows_w, rows_r, outs, clear=lambda k: None, enable_of=lambda k, c: k, what="",
+               layer_of=lambda c: 0):
         for k, c in enumerate(chunks):
-            slot = open_heads.get((rows_w, rows_r))
+            at = layer_of(c)
+            slot = open_heads.get((at, rows_w, rows_r))
             if slot is None or slot[1] == group:
-                slot = open_heads[(rows_w, rows_r)] = [key_head(0), 0]
-            heads.append(HeadPlan(0, slot[0] * group + slot[1], rows_w, rows_r,
+                slot = open_heads[(at, rows_w, rows_r)] = [key_head(at), 0]
+            heads.append(HeadPlan(at, slot[0] * group + slot[1], rows_w, rows_r,
                                   tuple(P("tv", i) for i in range(len(c.bits))), tuple(outs(k, c)),
                                   P(enable, enable_of(k, c))[0], clear(k),
                                   holds=f"{what} {c.kind.upper()} chunk {c.index}: {bits_of(c)}"))
@@ -725,7 +857,7 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     layer0([c for c in proto.registers if (REG, c.index) not in tail], "we_reg",
            ((P("regpar", 0)[0],), (P("regpar", 1)[0],)), ((P("rp", 0)[0],), (P("rp", 1)[0],)),
            lambda k, c: [layout.pair(pairs[n]) for n in c.bits], enable_of=lambda k, c: c.index,
-           what="registers (2 rows: the frame parity),")
+           what="registers (2 rows: the frame parity),", layer_of=lambda c: late_regs.get(c.index, 0))
     # A tail chunk: one row, written at the frame's last token from the chunk's own token `lag`
     # positions back (its enable and value through the conv), read everywhere; a frame without the
     # chunk writes nothing (the key there is 0), so the row keeps the last value emitted.
@@ -746,7 +878,9 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     # Memory read ports: banks of `slots` words, addressed by the read port's address bits (decoded
     # in the head) and written at the commit token from the gathered fields of the memory's write
     # port. A key head holds `spread` banks side by side in its value heads when the banks' rows are
-    # the address's low bits: the key matches the row, the bank's high bits are the heads' selects.
+    # the address's low bits: the key matches the row, the bank's high bits are the heads' selects;
+    # or one bank interleaved over `inter` value heads: the low bits are the selects, the rest the
+    # row. A read spanning several DeltaNet layers takes its key heads from each in turn.
     for (mem, port), layer in sorted(sched.read_layer.items()):
         mm, wp = mems[mem], mem_proto[mem]
         rp = mm.read_ports[port]
@@ -754,9 +888,13 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
         md = ma[1 + wp.addr_width:] + field_pairs(MD, wp.md)          # the word's bits
         piece = sched.target.linear_value_head_dim // 4
         word_heads = -(-mm.width // piece)
-        reach = reachable_banks(mm, port, slots)
-        spread = spread_of(mm) if len(reach) > 1 else 1
+        bl = layout_of(mm)
+        reach = reachable_banks(mm, port, bl.words)
+        spread = bl.per_key_head if len(reach) > 1 else 1
+        inter_bits = bl.interleave.bit_length() - 1
         row_bits = slots.bit_length() - 1 if spread > 1 else max(len(rp.addr), wp.addr_width)
+        where = sched.read_layers((mem, port))
+        take = [l for l, n in zip(where, spread_counts(-(-len(reach) // spread), len(where))) for _ in range(n)]
 
         def read_lits(a, bits):
             lits = []
@@ -774,25 +912,38 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
 
         low = range(min(row_bits, len(rp.addr)))
         high = range(row_bits, len(rp.addr))
-        for at in range(0, len(reach), spread):
+        for k, at in enumerate(range(0, len(reach), spread)):
+            layer = take[k]
             kh = key_head(layer)
             for s_i, bank in enumerate(reach[at:at + spread]):
-                words = range(bank * slots, min(mm.size, (bank + 1) * slots))
-                reads = [tuple(read_lits(a, low)) or (one,) for a in words]
-                writes = [(ma[0][0],) + write_lits(a, range(min(row_bits, wp.addr_width))) + (P("commit")[0],)
-                          for a in words]
-                rsel = wsel = ()
-                if spread > 1:
-                    rsel = tuple(read_lits(words[0], high))
-                    wsel = write_lits(words[0], range(row_bits, wp.addr_width))
-                for v, lo in enumerate(range(0, mm.width, piece)):
-                    bits = range(lo, min(lo + piece, mm.width))
-                    heads.append(HeadPlan(layer, kh * group + s_i * word_heads + v, tuple(writes), tuple(reads),
-                                          tuple(md[i] for i in bits),
-                                          tuple(layout.pair(pairs[rp.data[i]]) for i in bits),
-                                          write_select=wsel, read_select=rsel,
-                                          holds=f"{mem} read port {port}: bank {bank} (words {words[0]}-{words[-1]}), "
-                                                f"bits {bits[0]}-{bits[-1]}"))
+                words = range(bank * bl.words, min(mm.size, (bank + 1) * bl.words))
+                for sel in range(bl.interleave):
+                    if inter_bits:      # rows: the address without its low bits; selects: the low bits
+                        rows = range(words[0] >> inter_bits, ((words[-1]) >> inter_bits) + 1)
+                        reads = [tuple(read_lits(r << inter_bits, range(inter_bits, len(rp.addr)))) or (one,)
+                                 for r in rows]
+                        writes = [(ma[0][0],) + write_lits(r << inter_bits, range(inter_bits, wp.addr_width))
+                                  + (P("commit")[0],) for r in rows]
+                        rsel = tuple(read_lits(sel, range(min(inter_bits, len(rp.addr)))))
+                        wsel = write_lits(sel, range(inter_bits))
+                        held = (f"words {words[0]}-{words[-1]} with address % {bl.interleave} == {sel}")
+                    else:
+                        reads = [tuple(read_lits(a, low)) or (one,) for a in words]
+                        writes = [(ma[0][0],) + write_lits(a, range(min(row_bits, wp.addr_width))) + (P("commit")[0],)
+                                  for a in words]
+                        rsel = wsel = ()
+                        if spread > 1:
+                            rsel = tuple(read_lits(words[0], high))
+                            wsel = write_lits(words[0], range(row_bits, wp.addr_width))
+                        held = f"words {words[0]}-{words[-1]}"
+                    for v, lo in enumerate(range(0, mm.width, piece)):
+                        bits = range(lo, min(lo + piece, mm.width))
+                        heads.append(HeadPlan(layer, kh * group + (s_i + sel) * word_heads + v, tuple(writes),
+                                              tuple(reads), tuple(md[i] for i in bits),
+                                              tuple(layout.pair(pairs[rp.data[i]]) for i in bits),
+                                              write_select=wsel, read_select=rsel,
+                                              holds=f"{mem} read port {port}: bank {bank} ({held}), "
+                                                    f"bits {bits[0]}-{bits[-1]}"))
     return tuple(heads)
 
 

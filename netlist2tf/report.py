@@ -322,7 +322,7 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
             "layer": i, "type": target.layer_types[i],
             "ffn_neurons": stats["neurons_per_layer"][i], "ffn_capacity": target.intermediate_size,
             "deltanet_heads": stats["deltanet_heads"][i], "deltanet_capacity": target.linear_num_value_heads,
-            "memory_reads": sorted(f"{m}.{p}" for (m, p), layer in sched.read_layer.items() if layer == i),
+            "memory_reads": sorted(f"{m}.{p}" for (m, p) in sched.read_layer if i in sched.read_layers((m, p))),
             "deltanet_value_heads": [{k: v for k, v in h.items() if k != "layer"} for h in heads_out
                                      if h["layer"] == i],
             "cells": len({sched.unit_cell[u] for u in units}), "units": len(units),
@@ -476,6 +476,11 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
         chosen = f" (--roms auto, every ROM planned both ways: {ways})"
     else:
         chosen = f" (--roms {plan.settings.roms})"
+    group = sched.target.linear_num_value_heads // sched.target.linear_num_key_heads
+
+    def key_heads(mem, port) -> int:          # the port's banks' key heads, counted in the plan
+        return len({(h.layer, h.head // group) for h in plan.heads if h.holds.startswith(f"{mem} read port {port}:")})
+
     out = []
     for m in plan.netlist.memories:
         entry = {"memory": m.name, "words": m.size, "width": m.width, "src": m.src,
@@ -494,9 +499,9 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
                 words = len(plan.initial_memory.get(m.name, {}))
                 entry["read_ports"].append({
                     "port": port, "lowered_as": "DeltaNet banks preloaded by the prompt",
-                    "layers": [sched.read_layer[(m.name, port)]], "key_heads": banks,
-                    "why": f"{banks} bank(s) of {slots} words, each a key head whose value heads hold the "
-                           f"words' bits; the prompt writes its {words} non-zero words through a port that "
+                    "layers": list(sched.read_layers((m.name, port))), "key_heads": key_heads(m.name, port),
+                    "why": f"{banks} bank(s) of {slots} words in {key_heads(m.name, port)} key head(s) whose value "
+                           f"heads hold the words' bits; the prompt writes its {words} non-zero words through a port that "
                            f"no frame emits (0 tokens per cycle, no FFN neurons)" + chosen})
             elif not m.write_ports:
                 shape = rom_shape(m, port)
@@ -514,10 +519,13 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
             elif (m.name, port) in sched.read_layer:
                 banks = len(reachable_banks(m, port, slots))
                 entry["read_ports"].append({
-                    "port": port, "lowered_as": "DeltaNet banks", "layers": [sched.read_layer[(m.name, port)]],
-                    "key_heads": banks,
-                    "why": f"written memory: {banks} bank(s) of {slots} words, each a key head whose value heads "
-                           f"hold the words' bits, written at the frame's last token"})
+                    "port": port, "lowered_as": "DeltaNet banks", "layers": list(sched.read_layers((m.name, port))),
+                    "key_heads": key_heads(m.name, port),
+                    "why": f"written memory: {banks} bank(s) of {slots} words in {key_heads(m.name, port)} key "
+                           f"head(s) whose value heads hold the words' bits, written at the frame's last token"
+                           + (f"; the banks spread over {len(sched.read_layers((m.name, port)))} DeltaNet layers "
+                              f"(the target's layers hold too few heads for them in one)"
+                              if len(sched.read_layers((m.name, port))) > 1 else "")})
         out.append(entry)
     return out
 

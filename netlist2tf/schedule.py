@@ -99,7 +99,9 @@ class Schedule:
     threshold circuit spans, named ``CELL@LAYER``. ``cell_layer[unit]`` is a unit's FFN layer,
     ``functions[unit]`` its bit functions, ``unit_cell[unit]`` its cell; ``net_names`` names the
     macros' internal nets. ``read_layer[(memory, port)]`` the mixer layer of an asynchronous memory
-    read; ``neurons[layer]`` FFN neurons used per layer; ``critical_path`` the chain of (node,
+    read (its data is ready there); a read whose banks span several DeltaNet layers
+    (``schedule(read_span=)``) starts in ``read_first[(memory, port)]`` (its address must be ready
+    there) and ends in ``read_layer``: ``read_layers(key)``; ``neurons[layer]`` FFN neurons used per layer; ``critical_path`` the chain of (node,
     level) that reaches the deepest required bit (``critical_nodes``: the same steps as (node, net))."""
     target: Target
     level: dict
@@ -112,6 +114,17 @@ class Schedule:
     unit_cell: dict
     net_names: dict
     critical_nodes: tuple = ()      # per critical_path step: (the graph node that computes it or None, its net)
+    read_first: tuple = ()          # ((memory, port), first layer) of each read that spans layers
+
+    def first_read_layer(self, key) -> int:
+        """The first mixer layer of read ``key``'s banks (its address must be ready there)."""
+        return dict(self.read_first).get(key, self.read_layer[key])
+
+    def read_layers(self, key) -> tuple[int, ...]:
+        """The DeltaNet layers holding read ``key``'s banks, first to last (one for most reads)."""
+        first, last = self.first_read_layer(key), self.read_layer[key]
+        types = self.target.layer_types
+        return tuple(i for i in range(first, last + 1) if i >= len(types) or types[i] == LINEAR) or (last,)
 
     def net_name(self, netlist: Netlist, n: int) -> str:
         return self.net_names[n] if n in self.net_names else str(netlist.nets[n])
@@ -132,8 +145,9 @@ class Schedule:
         lines = [f"schedule: {self.depth} levels on {self.target.num_layers} layers; FFN neurons per "
                  f"layer {list(self.neurons)}"]
         by_layer: dict = {}
-        for (mem, port), layer in self.read_layer.items():
-            by_layer.setdefault(layer, []).append(f"L{layer} mix <- read {mem} port {port}")
+        for (mem, port) in self.read_layer:
+            for layer in self.read_layers((mem, port)):
+                by_layer.setdefault(layer, []).append(f"L{layer} mix <- read {mem} port {port}")
         cells = {c.name: c for c in netlist.cells}
         offsets = [0] * self.target.num_layers
         for name in sorted(self.cell_layer, key=lambda n: (self.cell_layer[n], n)):
@@ -166,21 +180,30 @@ def _required_nets(netlist: Netlist) -> list[tuple[int, str]]:
     return [(n, what) for n, what in req if n not in (CONST0, CONST1, CONSTX)]
 
 
-def schedule(netlist: Netlist, target: Target, max_inputs: int = 8, read_after: dict | None = None) -> Schedule:
+def schedule(netlist: Netlist, target: Target, max_inputs: int = 8, read_after: dict | None = None,
+             read_span: dict | None = None, reg_layer: dict | None = None) -> Schedule:
     """Levelise ``netlist`` onto ``target``. Raises ScheduleError (too deep / too wide, with the
     critical path and the numbers) or UnsupportedDesignError (a cell too wide for FFN neurons).
     ``read_after``: {(memory, read port): the earliest layer its read may be in} (a read goes to
-    the first DeltaNet layer from there at which its address is ready; ``plan.balance_reads``)."""
+    the first DeltaNet layer from there at which its address is ready; ``plan.balance_reads``).
+    ``read_span``: {(memory, read port): k}: the read's banks spread over k consecutive DeltaNet
+    layers from there (a target whose layers hold too few heads for them; ``plan.spread_reads``):
+    its data is ready after the last one. ``reg_layer``: {register output net: the DeltaNet layer
+    that reads it} for register chunks read after layer 0 (``plan.late_registers``; level = that
+    layer instead of 0)."""
     check_netlist(netlist)
     g = netlist_graph(netlist)
     drivers = find_drivers(netlist)
     pins = dict(read_after or {})
-    sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None, read_after=pins)
+    extra = {"read_span": dict(read_span or {}), "reg_layer": dict(reg_layer or {})}
+    sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None, read_after=pins, **extra)
     if sched.depth > target.num_layers - 1:
         required = _required_levels(netlist, sched)
-        sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=required, read_after=pins)
+        sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=required, read_after=pins,
+                                    **extra)
         if sched.depth > target.num_layers - 1:
-            sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse={}, read_after=pins)
+            sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse={}, read_after=pins,
+                                        **extra)
     if problems:
         raise ScheduleError(f"{netlist.top} does not fit the target {target.name}:\n  - "
                             + "\n  - ".join(problems))
@@ -195,14 +218,16 @@ def _required_levels(netlist: Netlist, sched: "Schedule") -> dict:
     mems = {m.name: m for m in netlist.memories}
     events = [(2 * layer + 1, "unit", u) for u, layer in sched.cell_layer.items()]
     events += [(2 * layer, "read", key) for key, layer in sched.read_layer.items()]
-    for _, kind, key in sorted(events, key=lambda e: (-e[0], e[1], str(e[2]))):
+    for t, kind, key in sorted(events, key=lambda e: (-e[0], e[1], str(e[2]))):
+        layer_of = t // 2
         if kind == "unit":
             fns = sched.functions[key]
             latest = min(req.get(f.out, L - 1) for f in fns) - 1        # the unit's latest layer
             ins = [n for f in fns for n in f.support]
         else:
             rp = mems[key[0]].read_ports[key[1]]
-            latest = min(req.get(n, L - 1) for n in rp.data) - 1
+            # a spanning read's address is needed from its first layer
+            latest = min(req.get(n, L - 1) for n in rp.data) - 1 - (layer_of - sched.first_read_layer(key))
             ins = list(rp.addr)
         for n in ins:
             req[n] = min(req.get(n, L - 1), latest)
@@ -301,7 +326,8 @@ def _absorbable(cell, producer: dict, net_level) -> dict:
     return out
 
 
-def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, read_after: dict | None = None):
+def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, read_after: dict | None = None,
+              read_span: dict | None = None, reg_layer: dict | None = None):
     """(Schedule, the problems that keep it from fitting ``target``). ``collapse``: None, or the
     latest level of each net ({net: level}; a net not in it: as early as possible) above which its
     bit function is collapsed."""
@@ -321,7 +347,7 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
             sig = (obj.bits if data[N.KIND] == N.NODE_INPUT else obj.q if data[N.KIND] == N.NODE_REGISTER
                    else obj[0].read_ports[obj[1]].data)
             for n in sig:
-                level[n] = 0
+                level[n] = (reg_layer or {}).get(n, 0) if data[N.KIND] == N.NODE_REGISTER else 0
                 why[n] = (node, None)
 
     # Nets a mixer produces (inputs and registers in layer 0, memory reads): a read whose address
@@ -330,6 +356,7 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
     # mixer right after the FFN that made it.
     mixer_nets = set(level)
     cell_layer, read_layer, functions, unit_cell, net_names = {}, {}, {}, {}, {}
+    read_first = {}
     used = _read_nets(netlist)
     producer: dict[int, BitFunction] = {}      # net -> the plain-cell bit function computing it
     next_net = len(netlist.nets)
@@ -397,8 +424,13 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
             deepest = max(rp.addr, key=net_level)
             from_mixer = any(n in mixer_nets and net_level(n) == a for n in rp.addr)
             first = max(1, a + 1 if from_mixer else a, (read_after or {}).get((mem.name, port), 0))
-            layer = next((i for i in range(first, L) if target.layer_types[i] == LINEAR), None)
-            if layer is None:
+            linear = [i for i in range(first, L) if target.layer_types[i] == LINEAR]
+            k = (read_span or {}).get((mem.name, port), 1)
+            if len(linear) >= k:
+                layer = linear[k - 1]
+                if k > 1:
+                    read_first[(mem.name, port)] = linear[0]
+            else:
                 layer = max(first, L)          # no DeltaNet layer left: reported below as too deep
             read_layer[(mem.name, port)] = layer
             for n in rp.data:
@@ -429,7 +461,7 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
 
     if depth <= L - 1:
         for _ in range(BALANCE_PASSES):         # a later pass can move what an earlier one freed
-            if not _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required):
+            if not _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required, read_first):
                 break
 
     neurons = [0] * max(L, 1)
@@ -448,10 +480,10 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
             problems.append(f"layer {layer} needs {count} FFN neurons, the target has "
                             f"{target.intermediate_size} (intermediate_size)")
     return Schedule(target, level, cell_layer, read_layer, functions, tuple(neurons), path, depth,
-                    unit_cell, net_names, nodes), problems
+                    unit_cell, net_names, nodes, tuple(sorted(read_first.items()))), problems
 
 
-def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required):
+def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required, read_first=None):
     """Even out the FFN widths: the model's intermediate size is the widest layer's neuron count,
     and every layer pays for it. A unit (a plain cell, or one layer's slice of a macro) may run in
     any layer from its earliest (as soon as its inputs are ready) to one before its earliest reader
@@ -468,6 +500,7 @@ def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, re
     fixed: dict[int, int] = {}
     mems = {m.name: m for m in netlist.memories}
     for (mem, port), layer in read_layer.items():
+        layer = (read_first or {}).get((mem, port), layer)       # a spanning read's first layer
         for n in mems[mem].read_ports[port].addr:
             fixed[n] = min(fixed.get(n, L), layer)
     for n, _ in required:
@@ -561,9 +594,11 @@ def verify(netlist: Netlist, sched: Schedule) -> list[str]:
                     bad.append(f"cell {c.name}: output {netlist.nets[n]} is read but computed nowhere")
     mixer_made = {n for m in netlist.memories for rp in m.read_ports for n in rp.data}
     mixer_made |= {n for r in netlist.registers for n in r.q} | {n for p in netlist.inputs for n in p.bits}
-    for (mem, port), layer in sched.read_layer.items():
-        if layer >= L or sched.target.layer_types[layer] != LINEAR:
-            bad.append(f"memory {mem} read port {port} in layer {layer}, which is not a DeltaNet layer")
+    for (mem, port), last in sched.read_layer.items():
+        for layer in sched.read_layers((mem, port)):
+            if layer >= L or sched.target.layer_types[layer] != LINEAR:
+                bad.append(f"memory {mem} read port {port} in layer {layer}, which is not a DeltaNet layer")
+        layer = sched.first_read_layer((mem, port))
         for n in mems[mem].read_ports[port].addr:
             lvl = sched.level.get(n, 0)
             if lvl > layer or (lvl == layer and n in mixer_made) or layer < 1:

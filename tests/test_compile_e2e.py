@@ -1,6 +1,8 @@
 """End to end: compile example designs, emit the checkpoint, load it with AutoModelForCausalLM, and
 run it against the netlist simulator (the oracle) on every output and register of every cycle."""
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -196,6 +198,40 @@ def test_compile_onto_qwen_shapes(tmp_path, build_dir):
     folder = emit_checkpoint(compiled, result.json_text, tmp_path / "ckpt")
     _verify(folder, cycles=40, batch=2)
     _verify(folder, cycles=15, batch=2, dtype=torch.bfloat16, prefill=False)
+
+
+def test_reads_spread_over_deltanet_layers_on_qwen_shapes(tmp_path, build_dir):
+    """A RAM too big for one layer of a Qwen3.5-shaped target (d_k = 128, 6 key heads of 2 value
+    heads): each of its two read ports takes 9 interleaved banks of 254 words (value head = the
+    address's low bit, row = the rest), spread over several DeltaNet layers (plan.spread_reads), the
+    banks' outputs adding into the same data pairs; and a register read after layer 0
+    (plan.late_registers). Hand-counted: layer 0 holds the 5 input and 4 write-field chunks (2 to a
+    key head: 5) and the counter's 2 register chunks (1): 6 key heads, full, so the checksum
+    register ``acc`` (2 chunks, needed only with the reads' data) goes to layer 2 (1); the counter's
+    read (address ready at layer 1) spreads over layers 1, 2, 4, 5 (3 + 2 + 2 + 2 key heads) and
+    the input-address read, moved to layer 2 by balance_reads, over 2, 4, 5, 6 (3 + 2 + 2 + 2).
+    Exact against the simulator with random writes and reads over all 2,048 words, float32 and
+    bfloat16 (prefill)."""
+    import json
+
+    from netlist2tf.report import memory_lowering
+    from netlist2tf.target import Target
+    cfg = json.loads(_qwen_like(tmp_path, 512, 512).read_text())
+    cfg.update(linear_num_key_heads=6, linear_num_value_heads=12)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    target = Target.from_config_json(tmp_path / "config.json", layers=8)
+    result = synthesize(f"{Path(__file__).parent}/designs/unusual.py:BigRam", "macro", build_dir)
+    compiled = assemble(parse_netlist(result.json_text), target=target)
+    assert compiled.stats["deltanet_key_heads"] == [6, 3, 6, 0, 4, 4, 2, 0]
+    sched = compiled.plan.schedule
+    assert sched.read_layers(("ram", 1)) == (1, 2, 4, 5) and sched.read_layers(("ram", 0)) == (2, 4, 5, 6)
+    assert sorted((h.layer, h.holds.rsplit(": ", 1)[1]) for h in compiled.plan.heads if "acc[" in h.holds) == \
+        [(2, "acc[0:8]"), (2, "acc[8:16]")]
+    ports = {p["port"]: p for p in memory_lowering(compiled.plan)[0]["read_ports"]}
+    assert ports[0]["layers"] == [2, 4, 5, 6] and ports[0]["key_heads"] == 9
+    folder = emit_checkpoint(compiled, result.json_text, tmp_path / "ckpt")
+    _verify(folder, cycles=40, batch=2)
+    _verify(folder, cycles=12, batch=2, dtype=torch.bfloat16)
 
 
 def test_too_wide_for_a_qwen_target(tmp_path, build_dir, capsys):

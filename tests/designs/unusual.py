@@ -213,3 +213,32 @@ class FoldedMachine(wiring.Component):
                      rp.addr.eq(self.ra), self.rd.eq(rp.data), self.acc.eq(acc)]
         m.d.sync += acc.eq(acc + rp.data)
         return m
+
+
+class BigRam(wiring.Component):
+    """A 2,048 x 16 RAM with initial contents read at two addresses in every cycle: ``ra`` (an input)
+    and a counter (a register). On a Qwen3.5-shaped target (d_k = 128: 127 rows per key head, two
+    value heads per key head) each read port needs 2,048 / 254 -> 9 key heads of interleaved banks,
+    more than one layer of a small target holds: the compiler spreads the reads over several
+    DeltaNet layers (plan.spread_reads). ``acc`` folds both reads into a checksum: a register that
+    nothing needs before the reads' data, so a small target's layer 0 need not hold it
+    (plan.late_registers)."""
+    wa: In(11)
+    wd: In(16)
+    we: In(1)
+    ra: In(11)
+    out_a: Out(16)
+    out_c: Out(16)
+    acc: Out(16)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.ram = ram = Memory(shape=16, depth=2048, init=[(i * 2654435761 >> 7) & 0xFFFF for i in range(2048)])
+        wp, r1, r2 = ram.write_port(), ram.read_port(domain="comb"), ram.read_port(domain="comb")
+        count, acc = Signal(11), Signal(16)
+        m.d.sync += [count.eq(count + 301),          # visits every bank within a few cycles
+                     acc.eq(acc.rotate_left(1) ^ r1.data ^ r2.data)]
+        m.d.comb += [wp.addr.eq(self.wa), wp.data.eq(self.wd), wp.en.eq(self.we), r1.addr.eq(self.ra),
+                     r2.addr.eq(count), self.out_a.eq(r1.data), self.out_c.eq(r2.data),
+                     self.acc.eq(acc)]
+        return m
