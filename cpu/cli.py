@@ -318,15 +318,20 @@ def cmd_fit(args) -> int:
     bad = 0
     for t, target in targets.items():
         name = target.name
-        demand, problems = fit(t, ram)
+        layers = args.layers or LAYERS
+        demand, problems = fit(t, ram, layers=layers)
         if demand:
-            print(f"{name}: the CPU with {ram // 1024} KiB of RAM fits {LAYERS} layers of its shapes: "
+            spread = "".join(f"; {k} read over DeltaNet layers {v}" for k, v in demand["memory_reads"].items()
+                             if len(v) > 1)
+            late = (f"; {demand['late_register_chunks']} register chunks read after layer 0"
+                    if demand["late_register_chunks"] else "")
+            print(f"{name}: the CPU with {ram // 1024} KiB of RAM fits {layers} layers of its shapes: "
                   f"{demand['hidden_channels']} residual channels of {target.hidden_size}, "
                   f"FFN neurons per layer {demand['neurons_per_layer']}, DeltaNet value heads per layer "
-                  f"{demand['deltanet_heads_per_layer']}")
+                  f"{demand['deltanet_heads_per_layer']}{spread}{late}")
         else:
             bad += 1
-            print(f"{name}: the CPU with {ram // 1024} KiB of RAM does not fit {LAYERS} layers of its shapes:\n"
+            print(f"{name}: the CPU with {ram // 1024} KiB of RAM does not fit {layers} layers of its shapes:\n"
                   f"{problems}")
         sys.stdout.flush()
     return 1 if bad else 0
@@ -435,7 +440,7 @@ def build_parser():
     check.set_defaults(func=cmd_check)
 
     fit = sub.add_parser("fit", help="check whether the compiled CPU fits published Qwen3.5 geometries",
-                         description="plan the compiled CPU (11 layers) onto each target's per-layer shapes "
+                         description="plan the compiled CPU (11 layers, or --layers) onto each target's per-layer shapes "
                                      "and say whether it fits, or which numbers do not (exit status 1 if "
                                      "one does not fit); about 2 minutes per target", formatter_class=Formatter)
     fit.add_argument("targets", nargs="*", metavar="TARGET",
@@ -443,6 +448,10 @@ def build_parser():
                           "Qwen3.5 config.json or checkpoint folder (default: the four published geometries)")
     fit.add_argument("--ram-size", type=_ram_size, default=None,
                      help="RAM size in bytes (default 16384, the model engine's)")
+    fit.add_argument("--layers", type=int, default=None, metavar="N",
+                     help="compiled layers to plan for (default 11, the model engine's; a published "
+                          "geometry's layers hold few DeltaNet heads, so a large RAM's reads spread over "
+                          "more of them)")
     fit.set_defaults(func=cmd_fit)
 
     report = sub.add_parser("report", help="the compiled CPU's layer report from hdl/rv32 as it is now (no weights)",

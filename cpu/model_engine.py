@@ -270,8 +270,8 @@ def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
     return keep_outputs(parse_netlist(result.json_text, str(result.json_path)), MODEL_OUTPUTS)
 
 
-def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None) -> tuple[dict | None, str]:
-    """Whether the compiled CPU (``ram_size`` bytes of RAM, the model's settings) fits ``LAYERS``
+def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None, layers: int = LAYERS) -> tuple[dict | None, str]:
+    """Whether the compiled CPU (``ram_size`` bytes of RAM, the model's settings) fits ``layers``
     layers of ``target``'s shapes (a Qwen3.5 config.json, a checkpoint folder or a published geometry's
     name: netlist2tf.target.geometries): (the plan's demands, "") when it fits, (None, the planner's
     sentences naming every number that does not fit) when not. Plans only (no weights): ~2 minutes."""
@@ -283,7 +283,7 @@ def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None) -> tuple[di
     from netlist2tf.plan import plan_model
     from netlist2tf.target import Target
 
-    t = Target.from_config_json(target, layers=LAYERS)
+    t = Target.from_config_json(target, layers=layers)
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     settings = dataclasses.replace(model_settings(), target=t)
     try:

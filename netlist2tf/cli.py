@@ -231,7 +231,9 @@ def cmd_compile(args) -> int:
         fit = plan_model(netlist, settings).fit()
         print(f"{args.design} fits {fit['target']}: {fit['layers']} layers, {fit['hidden_channels']} residual "
               f"channels, FFN neurons per layer {fit['neurons_per_layer']}, DeltaNet heads per layer "
-              f"{fit['deltanet_heads_per_layer']}")
+              f"{fit['deltanet_heads_per_layer']}"
+              + "".join(f"; memory read {k} over DeltaNet layers {v}" for k, v in fit["memory_reads"].items() if len(v) > 1)
+              + (f"; {fit['late_register_chunks']} register chunks read after layer 0" if fit["late_register_chunks"] else ""))
         return 0
     compiled = compile_netlist(netlist, settings, log=lambda msg: print(msg, file=sys.stderr))
     emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),

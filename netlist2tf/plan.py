@@ -163,7 +163,10 @@ class ModelPlan:
         s = self.stats
         return {"target": self.target.name, "fits": True, "hidden_channels": self.hidden_needed,
                 "neurons_per_layer": s["neurons_per_layer"], "deltanet_heads_per_layer": s["deltanet_heads"],
-                "depth": self.schedule.depth, "layers": self.target.num_layers, "vocab_size": self.protocol.vocab_size}
+                "depth": self.schedule.depth, "layers": self.target.num_layers, "vocab_size": self.protocol.vocab_size,
+                "memory_reads": {f"{m}.{p}": list(self.schedule.read_layers((m, p)))
+                                 for m, p in sorted(self.schedule.read_layer)},
+                "late_register_chunks": sum(1 for h in self.heads if h.layer > 0 and " REG chunk " in h.holds)}
 
 
 def resolve_groups(netlist: Netlist, gated=(), gated_writes=(), held=(), folded_writes=()) -> tuple[GroupSpec, ...]:
@@ -337,13 +340,8 @@ def balance_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, b
         pins, probe = moved
 
 
-def spread_counts(n: int, k: int) -> list[int]:
-    """``n`` key heads over ``k`` layers, as evenly as possible, the first layers taking the extra."""
-    return [n // k + (i < n % k) for i in range(k)]
-
-
 def spread_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, port_heads, read_after: dict,
-                 key_heads: int, reg_layer: dict | None = None):
+                 key_heads: int, reg_layer: dict | None = None, span: dict | None = None):
     """Spread memory reads whose banks overflow a layer's ``key_heads`` over several DeltaNet layers
     (the banks of one read port add into the same data pairs, so a read may take its banks from k
     consecutive DeltaNet layers, its data ready after the last): while some layer holds more key
@@ -353,13 +351,13 @@ def spread_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, po
     read that cannot spread further leaves the problem to the fit check, which names it. Returns
     (schedule, {(memory, port): k}); each step is a new schedule (deeper where the read's data is
     needed: it is ready only after its last layer)."""
-    span: dict = {}
+    span = dict(span or {})
     while True:
         heads = heads_of(probe)
         over = {i for i, h in enumerate(heads) if h > key_heads}
         cands = [key for key in sorted(probe.read_layer) if set(probe.read_layers(key)) & over]
         if not cands:
-            return probe, span
+            return _narrowest(netlist, probe, target, heads_of, read_after, key_heads, reg_layer, span)
         key = max(cands, key=lambda k: port_heads(k) / len(probe.read_layers(k)))
         trial = {**span, key: len(probe.read_layers(key)) + 1}
         try:
@@ -372,33 +370,22 @@ def spread_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, po
 
 
 def late_registers(netlist: Netlist, proto: TraceProtocol, probe: Schedule, target: Target, heads_of,
-                   read_after: dict, key_heads: int, keep: set) -> dict:
+                   read_after: dict, key_heads: int, keep: set, read_span: dict | None = None) -> dict:
     """Register chunks read by a later DeltaNet layer than 0 while layer 0 holds more than
     ``key_heads`` key heads (a published geometry's layer 0 cannot hold every register, input and
-    write-port field of a large design): a chunk whose bits nothing needs before layer l (no FFN
-    reads them before l, no memory read's address before l + 1) is read in a DeltaNet layer <= l
-    instead (one with a key head that has room for it first, then the least loaded, the latest on
-    ties), the chunks with the most room first. Its
-    double-buffered head there is written by the chunk's REG token exactly as in layer 0 (the
-    token's value, row and enable are still in the residual: the embedding's channels that no layer
-    writes). Moving never deepens the schedule (every reader stays where it was or moves to its
-    window); a move that would is not made. Returns {chunk index: layer}; ``keep``: chunks that
-    stay in layer 0 (tail chunks)."""
-    from .schedule import _required_nets
+    write-port field of a large design): a chunk whose bits may come as late as level l (the latest
+    level each may have and the design still fit, ``schedule._required_levels``) is read in a
+    DeltaNet layer <= l instead (one with a key head that has room for it first, then the least
+    loaded, the latest on ties), the chunks with the most room first. Its double-buffered head
+    there is written by the chunk's REG token exactly as in layer 0 (the token's value, row and
+    enable are still in the residual: the embedding's channels that no layer writes). The moves are
+    kept only if the design still fits the layers (their readers may move later). Returns {chunk
+    index: layer}; ``keep``: chunks that stay in layer 0 (tail chunks)."""
+    from .schedule import _required_levels
 
     L, types = target.num_layers, target.layer_types
-    need: dict[int, int] = {}                 # net -> the latest mixer layer it may come from
-    for unit, layer in probe.cell_layer.items():
-        for f in probe.functions[unit]:
-            for n in f.support:
-                need[n] = min(need.get(n, L), layer)
-    mems = {m.name: m for m in netlist.memories}
-    for key in probe.read_layer:
-        for n in mems[key[0]].read_ports[key[1]].addr:
-            need[n] = min(need.get(n, L), probe.first_read_layer(key) - 1)
-    for n, _ in _required_nets(netlist):
-        need[n] = min(need.get(n, L), L - 1)
-    room = {j: min((need.get(n, L) for n in c.bits), default=L) for j, c in enumerate(proto.registers)
+    need = _required_levels(netlist, probe)   # net -> the latest level it may have and the design still fit
+    room = {j: min((need.get(n, L - 1) for n in c.bits), default=L - 1) for j, c in enumerate(proto.registers)
             if j not in keep}
     moved: dict = {}
     for j in sorted(room, key=lambda j: (-room[j], j)):
@@ -411,12 +398,26 @@ def late_registers(netlist: Netlist, proto: TraceProtocol, probe: Schedule, targ
     if moved:
         reg_layer = {n: layer for j, layer in moved.items() for n in proto.registers[j].bits}
         try:
-            cand = schedule(netlist, target, read_after=read_after, reg_layer=reg_layer)
+            cand = schedule(netlist, target, read_after=read_after, read_span=read_span, reg_layer=reg_layer)
         except ScheduleError:
             return {}
-        if cand.depth > probe.depth or cand.read_layer != probe.read_layer:
+        if cand.depth > L - 1:
             return {}
     return moved
+
+
+def _narrowest(netlist, probe, target, heads_of, read_after, key_heads, reg_layer, span):
+    """Undo the spreading steps that the later ones made unnecessary: each spanning read, in
+    turn, one layer narrower while no layer from 1 on holds more key heads than before."""
+    for key in sorted(span):
+        while span.get(key, 1) > 1:
+            trial = {**span, key: span[key] - 1}
+            cand = schedule(netlist, target, read_after=read_after, read_span=trial, reg_layer=reg_layer)
+            old, new = heads_of(probe), heads_of(cand)
+            if any(h > max(key_heads, old[i]) for i, h in enumerate(new) if i > 0):
+                break
+            span, probe = trial, cand
+    return probe, {k: v for k, v in span.items() if v > 1}
 
 
 @dataclass(frozen=True)
@@ -583,23 +584,37 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
 
     late_regs: dict = {}                      # register chunk -> its (later) layer: late_registers
 
-    def heads_of(sched, group=group, regs=None) -> list[int]:
-        """DeltaNet key heads per layer, each with up to `group` value heads: layer 0's state
-        chunks (the one-row inputs and write-port fields share key heads, the double-buffered
-        registers theirs, a tail chunk one of its own), then per read port its banks, as many
-        to a key head as `group` holds words (``bank_layout``), spread evenly over the layers of
-        a read that spans several (``spread_counts``)."""
+    cap = target.linear_num_key_heads if target is not None else None
+
+    def port_counts(sched, group=group, regs=None) -> tuple[list[int], dict]:
+        """(DeltaNet key heads per layer, {read: its key heads in each of its layers}), each key
+        head with up to `group` value heads: layer 0's state chunks (the one-row inputs and
+        write-port fields share key heads, the double-buffered registers theirs, a tail chunk one
+        of its own) and the register chunks read later (``late_registers``), then per read port
+        its banks, as many to a key head as `group` holds words (``bank_layout``); a read that
+        spans several layers fills each of them up to the target's key heads, the last taking the
+        rest (the reads in one layer first, then the spanning ones by name)."""
         heads = [0] * layers
         late = late_regs if regs is None else regs
         heads[0] = sum(-(-n // group) for n in (len(proto.inputs) + len(write_chunks),
                                                  len(proto.registers) - len(tail_lags) - len(late))) + len(tail_lags)
         for layer in sorted(set(late.values())):
             heads[layer] += -(-sum(1 for v in late.values() if v == layer) // group)
-        for key in sched.read_layer:
-            where = sched.read_layers(key)
-            for layer, n in zip(where, spread_counts(port_key_heads(key, group), len(where))):
-                heads[min(layer, layers - 1)] += n
-        return heads
+        counts = {}
+        for key in sorted(sched.read_layer, key=lambda k: (len(sched.read_layers(k)) > 1, k)):
+            where = [min(layer, layers - 1) for layer in sched.read_layers(key)]
+            left, mine = port_key_heads(key, group), []
+            for i, layer in enumerate(where):
+                n = left if i == len(where) - 1 or cap is None else min(left, max(0, cap - heads[layer]))
+                heads[layer] += n
+                mine.append(n)
+                left -= n
+            counts[key] = mine
+        return heads, counts
+
+    def heads_of(sched, group=group, regs=None) -> list[int]:
+        """DeltaNet key heads per layer (``port_counts``)."""
+        return port_counts(sched, group, regs)[0]
 
     # where the memory reads go does not depend on the widths: schedule once on unbounded ones
     probe_target = Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16,
@@ -610,13 +625,17 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     read_span: dict = {}
     reg_layer: dict = {}
     if target is not None:
+        # reads spread first (layer 0's overflow is the registers'), then registers move to the
+        # layers left with room, then reads spread again where those filled a layer
+        probe, read_span = spread_reads(netlist, probe, probe_target, heads_of, port_key_heads, read_after,
+                                        target.linear_num_key_heads)
         late_regs.update(late_registers(netlist, proto, probe, probe_target, heads_of, read_after,
-                                        target.linear_num_key_heads, {j for _, j in tail_lags}))
+                                        target.linear_num_key_heads, {j for _, j in tail_lags}, read_span))
         reg_layer = {n: layer for j, layer in late_regs.items() for n in proto.registers[j].bits}
         if reg_layer:
-            probe = schedule(netlist, probe_target, read_after=read_after, reg_layer=reg_layer)
-        probe, read_span = spread_reads(netlist, probe, probe_target, heads_of, port_key_heads, read_after,
-                                        target.linear_num_key_heads, reg_layer)
+            probe = schedule(netlist, probe_target, read_after=read_after, read_span=read_span, reg_layer=reg_layer)
+            probe, read_span = spread_reads(netlist, probe, probe_target, heads_of, port_key_heads, read_after,
+                                            target.linear_num_key_heads, reg_layer, read_span)
     if target is None:                        # DeltaNet only where state is read
         used = {0} | set(probe.read_layer.values())
         types = tuple(LINEAR if i in used else FULL for i in range(layers))
@@ -745,7 +764,8 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
         raise AssertionError("the memory reads moved between the probe and the final schedule")
 
     heads = _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
-                        lambda n: str(netlist.nets[n]), lambda mem: bank_layout(mem, group), late_regs)
+                        lambda n: str(netlist.nets[n]), lambda mem: bank_layout(mem, group), late_regs,
+                        port_counts(sched, group)[1].__getitem__)
     embedding, lm_head = _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches)
     inits = {f"reg:{r.name}": r.init for r in netlist.registers}
     memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
@@ -803,7 +823,7 @@ def _when(ands, minus, ors, outs) -> list[Neuron]:
 
 
 def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
-                net_name=str, layout_of=None, late_regs=None):
+                net_name=str, layout_of=None, late_regs=None, counts_of=None):
     """Every DeltaNet value head: layer 0's (and the register chunks ``late_regs`` reads later),
     then the memory banks' (in the order the writer fills them; key heads numbered per layer as
     they are taken)."""
@@ -894,7 +914,7 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
         inter_bits = bl.interleave.bit_length() - 1
         row_bits = slots.bit_length() - 1 if spread > 1 else max(len(rp.addr), wp.addr_width)
         where = sched.read_layers((mem, port))
-        take = [l for l, n in zip(where, spread_counts(-(-len(reach) // spread), len(where))) for _ in range(n)]
+        take = [l for l, n in zip(where, counts_of((mem, port))) for _ in range(n)]
 
         def read_lits(a, bits):
             lits = []
