@@ -337,6 +337,22 @@ def cmd_fit(args) -> int:
     return 1 if bad else 0
 
 
+def cmd_build(args) -> int:
+    from netlist2tf.target import Target
+
+    from .model_engine import LAYERS, MODEL_RAM_SIZE, build_on_target
+
+    if args.layers is not None and args.layers < 2:
+        raise InputError(f"--layers {args.layers}: the compiled CPU needs more layers (`cpu fit --layers N "
+                         f"TARGET` says whether N fit)")
+    target = Target.from_config_json(args.target, layers=args.layers or LAYERS)
+    folder = build_on_target(target, args.out, args.ram_size or MODEL_RAM_SIZE)
+    print(f"cpu: the CPU ({(args.ram_size or MODEL_RAM_SIZE) // 1024} KiB of RAM) compiled onto {target.name}'s "
+          f"shapes in {target.num_layers} layers: {folder} (run programs on it with `cpu run PROGRAM --engine model "
+          f"--checkpoint {folder}" + (f" --ram-size {args.ram_size}" if args.ram_size else "") + "`)")
+    return 0
+
+
 def cmd_report(args) -> int:
     from netlist2tf.outputs import check_output_folder
     from netlist2tf.paths import build_dir
@@ -454,6 +470,23 @@ def build_parser():
                           "more of them)")
     fit.set_defaults(func=cmd_fit)
 
+    build = sub.add_parser("build", help="compile the CPU onto a Qwen3.5 geometry's shapes (a checkpoint folder)",
+                           description="compile the CPU of hdl/rv32 with the model engine's settings onto the "
+                                       "per-layer shapes of a published Qwen3.5 geometry or a Qwen3.5 config.json "
+                                       "(DeltaNet heads of 128, its head counts, hidden and FFN sizes) and write the "
+                                       "checkpoint to a new folder, to run programs on (`cpu run --engine model "
+                                       "--checkpoint`) or to merge in front of a checkpoint of those shapes "
+                                       "(`netlist2tf merge`); `cpu fit --layers N` first says how many layers it "
+                                       "needs. A published geometry's full width makes a checkpoint of several GB "
+                                       "(docs/MERGE.md)", formatter_class=Formatter)
+    build.add_argument("target", metavar="TARGET",
+                       help="a published geometry (qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b), a Qwen3.5 "
+                            "config.json or checkpoint folder")
+    build.add_argument("--layers", type=int, default=None, metavar="N", help="compiled layers (default 11)")
+    build.add_argument("--ram-size", type=_ram_size, default=None,
+                       help="RAM size in bytes (default 16384, the model engine's)")
+    build.add_argument("--out", metavar="DIR", required=True, help="a new folder for the checkpoint")
+    build.set_defaults(func=cmd_build)
     report = sub.add_parser("report", help="the compiled CPU's layer report from hdl/rv32 as it is now (no weights)",
                             description="plan the CPU of hdl/rv32/core.py as the model engine compiles it and write "
                                         "its layer report (report.html, report.json, assignment.csv; docs/REPORT.md), "

@@ -204,6 +204,31 @@ def _complete(folder: Path) -> bool:
     return (folder / "compile.json").is_file() and (folder / "report" / "report.html").is_file()
 
 
+def build_on_target(target, out, ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None) -> Path:
+    """The compiled CPU (the model engine's settings: outputs, gated groups, token plan) planned onto
+    ``target``'s shapes (a ``Target``: a published geometry or a Qwen3.5 config, with its layer
+    count) and written to the new folder ``out`` (refused if it exists and is not empty: nothing is
+    overwritten); `cpu run --engine model --checkpoint OUT --ram-size RAM` runs programs on it and
+    `netlist2tf merge` puts it in front of a checkpoint of those shapes. Reads too large for one of
+    the target's layers spread over several, registers nothing needs early move out of layer 0
+    (docs/MERGE.md): `cpu fit --layers N` says how many layers it needs."""
+    import dataclasses
+
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.hardware import drop_kernel_notes
+
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise Netlist2TFError(f"{out} already exists and is not an empty folder: give a new folder (nothing is "
+                              f"overwritten)")
+    drop_kernel_notes()
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
+    compile_settings = dataclasses.replace(model_settings(), target=target, layers=target.num_layers)
+    settings = {"design": core_design(ram_size), "flow": FLOW, **compile_settings.record()}
+    return _compile_into(out, None, ram_size, result, compile_settings, settings, log)
+
+
 def _compile_into(folder, key, ram_size, result, compile_settings, settings, log) -> Path:
     if _complete(folder):                # finished by another process since we last looked
         return folder
@@ -212,9 +237,14 @@ def _compile_into(folder, key, ram_size, result, compile_settings, settings, log
     from netlist2tf.ir import parse_netlist
     from netlist2tf.report import build_report, write_report
 
-    evict_stale(folder.parent, key, settings["design"])
-    log(f"compiling the CPU into {LAYERS} layers (cached afterwards in {folder}; about 2-3 minutes on one "
-        f"core, five steps) ...")
+    if key is not None:                  # the cache: older builds of this design go
+        evict_stale(folder.parent, key, settings["design"])
+    if compile_settings.target is None:
+        log(f"compiling the CPU into {compile_settings.layers} layers (cached afterwards in {folder}; about 2-3 "
+            f"minutes on one core, five steps) ...")
+    else:
+        log(f"compiling the CPU into {compile_settings.layers} layers of the shapes of {compile_settings.target.source} "
+            f"({folder}; a few minutes to an hour, by the target's size; five steps) ...")
     t0 = time.perf_counter()
     steps = iter(range(1, 6))
 

@@ -756,6 +756,12 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
         problems = target.fits(hidden_channels=needed, neurons_per_layer=[len(n) for n in neurons],
                                deltanet_heads_per_layer=[h * group for h in key_heads],
                                attention_heads_per_layer=[])
+        crowded = sorted(f"{m}.{p}" for (m, p) in probe.read_layer
+                         if any(key_heads[i] > target.linear_num_key_heads for i in probe.read_layers((m, p))))
+        if problems and crowded:
+            problems.append(f"the banks of memory read(s) {', '.join(crowded)} spread over as many DeltaNet "
+                            f"layers as {layers} layers leave; with more layers they spread further (try "
+                            f"--layers N, e.g. `cpu fit --layers N` for the CPU)")
         if problems:
             raise ScheduleError(f"{netlist.top} does not fit the target {target.name} ({target.source}):\n  - "
                                 + "\n  - ".join(problems))
