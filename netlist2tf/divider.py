@@ -187,7 +187,8 @@ def expand_div(cell: Cell, next_net: int, used: set) -> tuple[list[ThresholdFunc
         raise UnsupportedDesignError([Problem(f"cell {cell.name} ({cell.type})", cell.src,
                                               f"a {cell.param('A_WIDTH')}-bit dividend; the divider macro takes "
                                               f"{MAX_DIVIDEND_BITS} bits ({MAX_DIVIDEND_BITS + 1} signed): "
-                                              f"synthesize with the macro flow, which lowers wider ones to logic")])
+                                              f"wider ones up to 64 bits are long divisions (expand_wide_div), which "
+                                              f"macros.expand chooses by width")])
     thermo, qmin, qmax = quotient_steps(cell)
 
     def quotient_bit(i: int, out: int) -> int:
