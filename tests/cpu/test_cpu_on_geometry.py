@@ -5,7 +5,7 @@ too few heads for the RAM's reads and the registers: the plan spreads the fetch 
 several DeltaNet layers, reads 20 register chunks after layer 0 and interleaves two words per key
 head (docs/COMPILER.md 3). Programs run on it exactly: every record equal to unicorn's.
 
-Slow: the build takes ~8 minutes here (697 M parameters), the checks ~10 minutes more."""
+Slow: the build takes ~8 minutes here (697 M parameters), the checks ~15 minutes more."""
 
 from pathlib import Path
 
@@ -70,3 +70,26 @@ def test_hi_and_fuzzed_programs_teacher_forced_bfloat16(folder):
     images += [random_program(1000 + s, 12, RAM, compact=True) for s in range(10)]
     refs = [run_unicorn(img, ram_size=RAM) for img in images]
     _same(check_model_batch(images, RAM, dtype=torch.bfloat16, checkpoint=folder), refs)
+
+
+@pytest.mark.slow
+def test_merged_in_front_of_a_multimodal_base_of_the_shape(folder, tmp_path_factory):
+    """The CPU on the shape merged in front of a random multimodal Qwen3.5 of the same shape (vision
+    tower, MTP head, 4 layers; ~2.5 minutes, ~13 GB): hi.c teacher-forced in bfloat16 after 0 and
+    after 50 text tokens, greedy over the whole merged vocabulary, equal to unicorn."""
+    import json
+
+    from cpu.elf import load_elf
+    from cpu.programs import PROGRAMS_BY_NAME
+    from cpu.toolchain import compile_c
+    from netlist2tf.merge import make_base, merge_checkpoints
+
+    tmp = tmp_path_factory.mktemp("merged-on-shape")
+    base = make_base(tmp / "base", json.loads(SHAPE.read_text()), hidden_size=2048, layers=4,
+                     intermediate_size=3072, vocab_size=2048, multimodal=True)
+    merge_checkpoints(folder, base, tmp / "merged")
+    img = load_elf(compile_c(PROGRAMS_BY_NAME["hi"].path, ram_size=RAM), ram_size=RAM)
+    ref = run_unicorn(img, ram_size=RAM)
+    for prefix in (0, 50):
+        _same(check_model_batch([img], RAM, dtype=torch.bfloat16, checkpoint=tmp / "merged", text_prefix=prefix),
+              [ref])
