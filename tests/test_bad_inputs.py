@@ -380,6 +380,21 @@ def test_the_cpu_cache_key_covers_every_module_the_compiler_imports():
     assert "netlist2tf/cli.py" not in names and "netlist2tf/verify.py" not in names
 
 
+_SLOW_WRITE = """
+import sys, time
+import netlist2tf.outputs as outputs
+plain = outputs.write_folder
+def slow(folder, write, force=False):
+    def write_slowly(tmp):
+        write(tmp)
+        time.sleep(2.0)
+    return plain(folder, write_slowly, force)
+outputs.write_folder = slow
+from netlist2tf import cli
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
 def test_interrupted_compile_leaves_the_previous_checkpoint(tmp_path, build_dir):
     """SIGINT sent while a compile writes its folder: exit 130 with one line, no traceback, the
     previous checkpoint whole (byte for byte), no half-written folder; the next run is byte-identical
@@ -390,8 +405,12 @@ def test_interrupted_compile_leaves_the_previous_checkpoint(tmp_path, build_dir)
     subprocess.run(base + ["--layers", "8"], check=True, capture_output=True, cwd=ROOT)
     old = _snapshot(out)
     hits = 0
-    for attempt in range(30):           # the write lasts ~0.2 s: on a loaded machine the poll can miss it
-        proc = subprocess.Popen(base + ["--layers", "9"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    # the interrupted run holds its half-written folder 2 s longer (write_folder's callback patched in
+    # the child before the CLI imports it): the write itself lasts ~0.2 s, which a poll on a loaded
+    # machine (the other test worker building the CPU) missed 30 times running
+    slow = [sys.executable, "-c", _SLOW_WRITE] + base[3:]
+    for attempt in range(30):
+        proc = subprocess.Popen(slow + ["--layers", "9"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
         t0 = time.monotonic()
         # wait until the new folder is being written beside the old one, then interrupt
         while proc.poll() is None and not list(tmp_path.glob(".ck.*.new")) and time.monotonic() - t0 < 60:
