@@ -381,7 +381,8 @@ def test_the_cpu_cache_key_covers_every_module_the_compiler_imports():
 
 
 _SLOW_WRITE = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)   # even if the test's process ignores SIGINT
 import netlist2tf.outputs as outputs
 plain = outputs.write_folder
 def slow(folder, write, force=False):
