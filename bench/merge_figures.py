@@ -105,7 +105,8 @@ def geometry_rows(args, root, result):
         lower = floor_parameters(base, compiled_types(folder), info["trace_vocab_size"])
         speed = trace_speed(*load_merged(merged)[:5], args.cycles)
         Db, D = target.hidden_size, info["hidden_size"]
-        separate = D if info["layout"] == "separate" else _merged_layout(info["channels"]["cleaned_pairs"], Db)[0].hidden_size
+        separate = D if info["layout"] == "separate" else _merged_layout(
+            info["channels"]["bits"], Db, info["channels"]["signed"])[0].hidden_size
         print(f"| {name} | {nb:,} | {nm:,} | {100 * (nm - nb) / nb:+.1f} % | {100 * lower / nb:+.1f} % | "
               f"{info['layout']} | {Db:,} | {D:,} | {100 * (D - Db) / Db:+.2f} % | {separate:,} | {floor:.2e} | "
               f"{batch_floor:.2e} | {ours:.2e} | {ours / floor:.2f} | {bf_floor:.2e} | {bf_ours:.2e} | {speed:,.0f} |",

@@ -8,7 +8,8 @@ the shared channels on trace positions. The *separate* layout, described here, k
 In the separate layout the merged model is one ``Qwen3_5ForCausalLM`` whose residual stream is the
 compiled model's channels followed by the base model's::
 
-    [0, P)            the compiled model's constant channel and bit pairs (P = 1 + 2 * pairs)
+    [0, P)            the compiled model's constant channel and bits (P = 1 + 2 * pairs, or 1 + bits
+                      where the compiled model holds each bit in one signed channel: kept so)
     [P, F)            anchors, re-chosen so that sum(x**2) == 64 * D' on every trace position
     F                 the text flag: f > 0 on every base-vocabulary token, 0 on trace tokens
     [F + 1, D')       the base model's channels, carrying its residual times s (a power of two)
@@ -51,7 +52,7 @@ import torch
 from .errors import Netlist2TFError
 from .gadgets.ffn_threshold import K
 from .gadgets.layout import NORM_WEIGHT, SCALE, ResidualLayout
-from .signed import bits_layout_of, unfold_state
+from .signed import LM_HEAD, READERS, bits_layout_of, unfold_state
 from .outputs import check_output_folder, write_folder
 from .weightfiles import INDEX, WeightFiles, checkpoint_name, text_name, write_weights
 
@@ -194,7 +195,9 @@ def _compiled_layout(emb: torch.Tensor) -> ResidualLayout:
 
 class _Unfolded:
     """A compiled checkpoint whose bits are signed (one channel each, ``netlist2tf.signed``), seen as
-    the pair-layout model it was folded from (``unfold_state``, exact): the merge lays out pairs."""
+    the pair-layout model it was folded from (``unfold_state``, exact). The merge keeps signed bits
+    signed; it unfolds only a model whose reads split a constant over an anchor (``_anchor_reads``),
+    which the pair layout reads from ``one`` instead."""
 
     def __init__(self, cpu: "_Checkpoint", signed: ResidualLayout):
         n = signed.n_pairs
@@ -207,14 +210,22 @@ class _Unfolded:
         return self.state[key]
 
 
-def _merged_layout(n_pairs: int, base_hidden: int) -> tuple[ResidualLayout, int]:
-    """The smallest merged hidden size D' whose layout (the compiled pairs, anchors for D'), one flag
-    channel and the base channels fit; returns (layout at D', the flag channel)."""
-    pairs_end = 1 + 2 * n_pairs
+def _anchor_reads(cpu, layout: ResidualLayout) -> list:
+    """The compiled tensors that read an anchor channel (a signed fold splits a read's constant over
+    one when it is not exact on ``one`` in bfloat16): the merge re-chooses the anchors, so it
+    unfolds such a model into pairs, which read the constant from ``one``."""
+    cols = [c for c, _ in layout.anchors]
+    return [k for k in cpu.keys if (k == LM_HEAD or k.endswith(READERS)) and bool(cpu.get(k)[:, cols].any())]
+
+
+def _merged_layout(n_pairs: int, base_hidden: int, signed: bool = False) -> tuple[ResidualLayout, int]:
+    """The smallest merged hidden size D' whose layout (the compiled bits: pairs or signed channels,
+    anchors for D'), one flag channel and the base channels fit; returns (layout at D', the flag channel)."""
+    pairs_end = 1 + (1 if signed else 2) * n_pairs
     room = 0
     while True:
         D = pairs_end + room + 1 + base_hidden
-        layout = ResidualLayout.build(D, n_pairs)
+        layout = ResidualLayout.build(D, n_pairs, signed)
         if len(layout.anchors) <= room:
             return layout, pairs_end + room
         room = len(layout.anchors)
@@ -242,15 +253,18 @@ def _compensation(Db: int, D: int, eps: float) -> tuple[float, float, float]:
 @dataclass
 class _Channels:
     """Where the merged residual keeps what (docs/MERGE.md): ``cmap[c]`` is the merged channel of the
-    compiled model's channel c (< P: ``one`` and the bit pairs); ``anchors`` the (merged channel,
-    value) pairs re-chosen for D; the text flag; the base channels [B0, B0 + Db).
+    compiled model's channel c (< P: ``one`` and the bits: pairs, or one signed channel each);
+    ``anchors`` the (merged channel, value) pairs re-chosen for D; the text flag; the base channels
+    [B0, B0 + Db).
 
-    ``separate``: [compiled | anchors | flag | base], nothing shared. ``shared``: the compiled pair
+    ``separate``: [compiled | anchors | flag | base], nothing shared. ``shared``: the compiled bit
     channels that text may see (``shared``) and the anchors overlap the base channels [0, Db); the
-    channels that must read 0 on text (``reserved``: ``one``, the b channel of every pair that the LM
-    head or a text-zero projection reads) and the flag sit after them; ``fold``: {lo: hi} of those
-    pairs, whose 1 - b side is read as ``one - b`` instead; ``clean``: every pair (hi, lo, hi shared),
-    zeroed by the last compiled FFN so that the base layers read zeros on a trace position."""
+    channels that must read 0 on text (``reserved``: ``one``, and of every bit that the LM head or a
+    text-zero projection reads, its b channel (pairs) or its signed channel) and the flag sit after
+    them; ``fold``: {lo: hi} of those pairs, whose 1 - b side is read as ``one - b`` instead (a signed
+    bit needs no fold: its channel is 0 on text already); ``clean``: what the last compiled FFN zeroes
+    so that the base layers read zeros on a trace position: every pair (hi, lo, hi shared), every
+    shared signed channel (c, None, True)."""
     layout: str
     D: int
     cmap: list
@@ -261,40 +275,56 @@ class _Channels:
     fold: dict = field(default_factory=dict)
     clean: tuple = ()
     n_shared: int = 0
+    signed: bool = False
+    n_bits: int = 0
 
     def record(self, P: int, Db: int) -> dict:
+        bits = {"bits": self.n_bits, "signed": self.signed}
         if self.layout == "separate":
             return {"layout": "separate", "compiled": [0, P], "anchors": [P, self.flag], "flag": self.flag,
-                    "base": [self.B0, self.D]}
+                    "base": [self.B0, self.D]} | bits
         return {"layout": "shared", "base": [self.B0, self.B0 + Db], "shared": [0, self.n_shared],
                 "anchors": [self.anchors[0][0], self.anchors[-1][0] + 1] if self.anchors else [0, 0],
                 "reserved": [self.reserved[0], self.reserved[-1] + 1], "flag": self.flag,
                 "one": self.cmap[0], "compiled_map": list(self.cmap), "folded": len(self.fold),
-                "cleaned_pairs": len(self.clean)}
+                "cleaned": len(self.clean)} | bits
+
+
+def _bits_end(layout: ResidualLayout) -> int:
+    """P: the compiled channels a merge maps (``one`` and the bits; the anchors are re-chosen)."""
+    return layout.first_pair + layout.width * layout.n_pairs
 
 
 def _separate_channels(layout: ResidualLayout, Db: int) -> _Channels:
-    new, flag = _merged_layout(layout.n_pairs, Db)
-    P = layout.first_pair + 2 * layout.n_pairs
-    return _Channels("separate", new.hidden_size, list(range(P)), new.anchors, flag, flag + 1)
+    new, flag = _merged_layout(layout.n_pairs, Db, layout.signed)
+    return _Channels("separate", new.hidden_size, list(range(_bits_end(layout))), new.anchors, flag, flag + 1,
+                     signed=layout.signed, n_bits=layout.n_pairs)
 
 
 # The compiled projections that must add nothing on a text position of a shared layout, because they
-# gate a whole sublayer (an FFN's up, a DeltaNet's output gate z and decay input a). Their reads of a
-# pair's 1 - b channel are folded into ``one - b``; the b channel is then reserved.
-TEXT_ZERO = ("mlp.up_proj.weight", "linear_attn.in_proj_z.weight", "linear_attn.in_proj_a.weight")
+# gate a whole sublayer (an FFN's up, a DeltaNet's decay input a). Their reads of a pair's 1 - b
+# channel are folded into ``one - b``; the b channel (or a signed bit's channel) is then reserved.
+TEXT_ZERO = ("mlp.up_proj.weight", "linear_attn.in_proj_a.weight")
+# The compiled projections that may read channels text carries because the text flag shuts them: a
+# DeltaNet's write strength b (logit <= -128: beta = 0) and output gate z (<= -128: silu(z) == 0, so
+# the head's output is exactly 0 on text), with a flag weight sized from every base token (``_shut``).
+FLAG_SHUT = ("linear_attn.in_proj_b.weight", "linear_attn.in_proj_z.weight")
 
 
 def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) -> tuple[_Channels | None, list]:
     """The shared layout for this compiled model and base, or (None, [why not, ...]). ``dtype``: the
-    merged weights' (default the compiled checkpoint's), in which every rewritten weight must be exact."""
-    P = layout.first_pair + 2 * layout.n_pairs
+    merged weights' (default the compiled checkpoint's), in which every rewritten weight must be exact.
+    ``layout`` is the compiled model's: bit pairs or signed bits (one channel each, kept signed)."""
+    P = _bits_end(layout)
     Db = base.config["hidden_size"]
     one = layout.one
-    pair_of = {}
+    pair_of = {}                               # channel -> (the bit's b or signed channel, its 1 - b or None)
     for k in range(layout.n_pairs):
-        hi, lo = layout.pair(k)
-        pair_of[hi] = pair_of[lo] = (hi, lo)
+        if layout.signed:
+            pair_of[layout.bit(k)] = (layout.bit(k), None)
+        else:
+            hi, lo = layout.pair(k)
+            pair_of[hi] = pair_of[lo] = (hi, lo)
     why = []
     types = cc["layer_types"]
     attention = [i for i, t in enumerate(types) if t == "full_attention" and any(
@@ -322,13 +352,13 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) ->
             if c == one:
                 continue
             if c not in pair_of:
-                why.append(f"{key} reads channel {c}, which is not a bit pair")
+                why.append(f"{key} reads channel {c}, which is not a bit")
                 break
             kept.add(pair_of[c][0])
     if why:
         return None, why
     reserved_c = [one] + sorted(kept)
-    fold = {pair_of[h][1]: h for h in kept}
+    fold = {} if layout.signed else {pair_of[h][1]: h for h in kept}
     shared_c = [c for c in range(P) if c != one and c not in kept]
     n_pairs = layout.n_pairs
     n_anchor = 0
@@ -337,7 +367,7 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) ->
         X = max(n_shared, Db)
         D = X + len(reserved_c) + 1
         try:
-            new = ResidualLayout.build(D, n_pairs)
+            new = ResidualLayout.build(D, n_pairs, layout.signed)
         except Netlist2TFError:                   # not room for D's anchors yet
             n_anchor += 1
             continue
@@ -350,9 +380,12 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) ->
     for j, c in enumerate(reserved_c):
         cmap[c] = X + j
     anchors = tuple((len(shared_c) + j, v) for j, (_, v) in enumerate(new.anchors))
-    clean = tuple((hi, lo, hi not in kept) for hi, lo in (layout.pair(k) for k in range(n_pairs)))
+    if layout.signed:                              # a reserved signed bit is +-1 already: nothing to clean
+        clean = tuple((c, None, True) for c in (layout.bit(k) for k in range(n_pairs)) if c not in kept)
+    else:
+        clean = tuple((hi, lo, hi not in kept) for hi, lo in (layout.pair(k) for k in range(n_pairs)))
     ch = _Channels("shared", D, cmap, anchors, D - 1, 0, tuple(range(X, X + len(reserved_c))), fold, clean,
-                   n_shared=n_shared)
+                   n_shared=n_shared, signed=layout.signed, n_bits=n_pairs)
     dtype = dtype or cpu.get("lm_head.weight").dtype
     for key, m in reads.items():               # the rewritten weights, in the compiled channels' order
         rows = m[0] if isinstance(m, tuple) else None
@@ -402,12 +435,13 @@ def _image_bound(base) -> torch.Tensor | None:
     return w2.abs() @ (w1.abs() @ L + b1.abs()) + b2.abs()
 
 
-def _beta_shut(base, ch: _Channels, Db: int, scale: float, flag_value: float, eps: float,
-               w_b: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
-    """Per head, the flag weight of a compiled ``in_proj_b`` that reads shared channels: large enough
-    that the write strength's logit is at most -128 (sigmoid exactly 0) on every text position, from
-    the exact text residual of every base token (the compiled layers add nothing there, so it is the
-    embedding) and the bound on an image position's; twice that, for rounding."""
+def _shut(base, ch: _Channels, Db: int, scale: float, flag_value: float, eps: float,
+          w_b: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+    """Per row, the flag weight of a compiled ``in_proj_b`` or ``in_proj_z`` (FLAG_SHUT) that reads
+    shared channels: large enough that the row's output is at most -128 on every text position (a write
+    strength's sigmoid exactly 0, an output gate's silu exactly 0), from the exact text residual of every
+    base token (the compiled layers add nothing there, so it is the embedding) and the bound on an image
+    position's; twice that, for rounding."""
     cols = [m for m in range(Db) if bool(w_b[:, ch.B0 + m].any())]
     w = (w_b[:, [ch.B0 + m for m in cols]].double() * (1 + norm[[ch.B0 + m for m in cols]].double()))   # (heads, n)
     E = base.get("model.embed_tokens.weight")
@@ -433,7 +467,11 @@ def _clean_last_ffn(state: dict, prefix: str, ch: _Channels, rows: list) -> None
     reserved ones), its writes to reserved b channels doubled; a neuron relu(b) per pair writes +1 on
     1 - b and, by b's side, -1 where b is shared or +1 where it is reserved; one constant neuron writes
     -1 on every 1 - b and on every reserved b, and minus its value on every anchor. ``rows``: free FFN
-    rows, the pairs' then the constant's."""
+    rows, the pairs' then the constant's.
+
+    Signed bits: a reserved one holds s = 2b - 1 already (the FFN's writes to it stay as they are); a
+    shared one is zeroed by a neuron relu(b) (its gate reads (one + s) / 2: 0 or 1 exactly) writing
+    -2 on s, and the constant neuron's +1 (s - 2b + 1 = 0)."""
     gate, up, down = (state[prefix + n] for n in ("gate_proj.weight", "up_proj.weight", "down_proj.weight"))
     one = ch.cmap[0]
     if bool(down[one].any()):
@@ -441,6 +479,19 @@ def _clean_last_ffn(state: dict, prefix: str, ch: _Channels, rows: list) -> None
     shared = torch.ones(ch.D, dtype=torch.bool)
     shared[list(ch.reserved)] = False
     down[shared] = 0
+    if ch.signed:
+        for j, (c, _, _) in zip(rows, ch.clean):
+            gate[j, one] = gate[j, ch.cmap[c]] = K / 2
+            up[j, one] = 1.0 / K
+            down[ch.cmap[c], j] = -2
+        j = rows[len(ch.clean)]
+        gate[j, one] = K
+        up[j, one] = 1.0 / K
+        for c, _, _ in ch.clean:
+            down[ch.cmap[c], j] = 1
+        for c, v in ch.anchors:
+            down[c, j] = -v
+        return
     down *= 2
     for j, (hi, lo, hi_shared) in zip(rows, ch.clean):
         gate[j, ch.cmap[hi]] = K
@@ -629,14 +680,17 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         layout = _compiled_layout(emb)
     except Netlist2TFError as exc:
         raise Netlist2TFError(f"{compiled_folder}: {exc}")
-    if layout.signed:                   # the merge lays out pairs: unfold the signed bits (exact)
+    anchor_reads = _anchor_reads(cpu, layout) if layout.signed else []
+    if anchor_reads:                    # a constant split over an anchor: unfold the signed bits (exact)
+        log(f"unfolding the signed bits into pairs: {anchor_reads[0]}"
+            f"{f' and {len(anchor_reads) - 1} more' if len(anchor_reads) > 1 else ''} read(s) an anchor")
         try:
             cpu = _Unfolded(cpu, layout)
         except Netlist2TFError as exc:
             raise Netlist2TFError(f"{compiled_folder}: {exc}")
         layout, cc = cpu.layout, cpu.config
         emb = cpu.get("model.embed_tokens.weight").float()
-    P = layout.first_pair + 2 * layout.n_pairs
+    P = _bits_end(layout)
     Db, Dc = bc["hidden_size"], cc["hidden_size"]
     Vb, Vt = bc["vocab_size"], cc["vocab_size"]
     dtype = dtype or base.dtype
@@ -656,7 +710,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     one = ch.cmap[layout.one]
     scale, flag_value, comp = _compensation(Db, D, eps)
     cmap = torch.tensor(ch.cmap)
-    clean_rows = len(ch.clean) + 1 if ch.clean else 0
+    clean_rows = len(ch.clean) + 1 if ch.layout == "shared" else 0
     last = f"model.layers.{n_cpu - 1}.mlp."
     I = max(cc["intermediate_size"], bc["intermediate_size"])
     free = []
@@ -669,9 +723,9 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         I = free[-1] + 1
     if ch.layout == "shared":
         log(f"merged residual, shared: {ch.n_shared} compiled channels ({len(ch.anchors)} anchors) on the "
-            f"base's {Db}, then {len(ch.reserved)} reserved (one, {len(ch.fold)} b channels read on text "
+            f"base's {Db}, then {len(ch.reserved)} reserved (one, {len(ch.reserved) - 1} bits read on text "
             f"positions) + flag = {D} (+{100 * (D - Db) / Db:.2f} %); the last compiled FFN clears "
-            f"{len(ch.clean)} pairs")
+            f"{len(ch.clean)} {'signed channels' if ch.signed else 'pairs'}")
     else:
         log(f"merged residual, separate ({'; '.join(why)}): {P} compiled channels + {len(ch.anchors)} anchors "
             f"+ flag + {Db} base = {D}")
@@ -740,16 +794,22 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
             w_b = state[p + "in_proj_b.weight"]
             if bool(w_b[:, B0:B0 + Db].any()):
                 # The write strength reads channels that carry text: the flag must outweigh them.
-                w_b[:, flag] = _beta_shut(base, ch, Db, scale, flag_value, eps, w_b,
-                                          state[f"model.layers.{i}.input_layernorm.weight"]).to(dtype)
+                w_b[:, flag] = _shut(base, ch, Db, scale, flag_value, eps, w_b,
+                                     state[f"model.layers.{i}.input_layernorm.weight"]).to(dtype)
             else:
                 w_b[:, flag] = BETA_SHUT / flag_value
+            w_z = state[p + "in_proj_z.weight"]
+            rows = torch.nonzero(w_z[:, B0:B0 + Db].any(dim=1)).flatten()
+            if len(rows):
+                # An output gate that reads channels text carries: the flag shuts it (silu(z) == 0).
+                w_z[rows, flag] = _shut(base, ch, Db, scale, flag_value, eps, w_z[rows],
+                                        state[f"model.layers.{i}.input_layernorm.weight"]).to(dtype)
         else:
             # A text token right after trace tokens still sees them through the short convolution, so
             # its key and value are not zero; the flag shuts its write (beta = sigmoid(-128) = 0): text
             # leaves the compiled memories exactly as the trace left them.
             state[p + "in_proj_b.weight"][:, flag] = BETA_SHUT / flag_value
-    if ch.clean:
+    if ch.layout == "shared":
         _clean_last_ffn(state, last, ch, free[:clean_rows])
     for i, kind in enumerate(bc["layer_types"]):
         for suffix, axes in table[kind].items():

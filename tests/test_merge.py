@@ -20,7 +20,7 @@ from netlist2tf.emit import emit_checkpoint
 from netlist2tf.errors import Netlist2TFError
 from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
-from netlist2tf.merge import WRITES, load_merged, make_base, merge_checkpoints
+from netlist2tf.merge import FLAG_SHUT, WRITES, load_merged, make_base, merge_checkpoints
 from netlist2tf.signed import bits_layout_of
 from netlist2tf.target import Target
 from netlist2tf.verify import expected_tokens, verify_model, verify_teacher_forced
@@ -52,15 +52,16 @@ def merged(tmp_path_factory, build_dir):
 
 @pytest.fixture(scope="module")
 def pair_twin(merged, build_dir, tmp_path_factory):
-    """The merged FIFO compiled again with ``bits="pairs"``: the oracle of the merge's tensors. The
-    compiled checkpoint the merge read holds one signed channel per bit (the default) and the merge
-    unfolds it into pairs, so every merged compiled tensor must compute what this pair checkpoint's
-    does, written by the compiler's gadgets directly (not by the unfold)."""
+    """The merged FIFO compiled again with ``bits="pairs"`` (two channels a bit, the compiler's gadgets
+    written directly), and merged in front of the same base: the merge keeps signed bits signed and
+    pairs as pairs, and both must hold. (base, compiled, merged, info) like ``merged``."""
     base = merged[0]
+    root = tmp_path_factory.mktemp("twin")
     result = synthesize("hdl.examples.fifo:FIFO", "macro", build_dir)
     compiled = assemble(parse_netlist(result.json_text), layers=8,
                         target=Target.from_config_json(base, layers=8), bits="pairs")
-    return emit_checkpoint(compiled, result.json_text, tmp_path_factory.mktemp("twin") / "fifo")
+    folder = emit_checkpoint(compiled, result.json_text, root / "fifo")
+    return base, folder, root / "merged", merge_checkpoints(folder, base, root / "merged")
 
 
 def _logits(folder, ids, dtype):
@@ -100,37 +101,45 @@ def merged_separate(merged, tmp_path_factory):
 
 def _trace_vectors(compiled, n: int = 64) -> torch.Tensor:
     """n residual vectors a trace position of the compiled model can hold where a layer reads it:
-    channel 0 the constant 1, every bit pair (2k + 1, 2k + 2) random (b, 1 - b), the rest 0 (the
-    compiled weights read nothing else: the merge checks it). Float64, (n, P)."""
+    channel 0 the constant 1, every bit random: as a pair (2k + 1, 2k + 2) = (b, 1 - b), or as a signed
+    channel k + 1 = 2b - 1; the rest 0 (the compiled weights read nothing else: the merge checks it).
+    Float64, (n, P)."""
     emb = safe_open(str(compiled / "model.safetensors"), "pt").get_tensor("model.embed_tokens.weight")
     anchors = int(((emb == emb[0]).all(dim=0) & (emb[0] >= 2)).nonzero()[0])
-    bits = torch.randint(0, 2, (n, (anchors - 1) // 2), generator=torch.Generator().manual_seed(4)).double()
+    signed = bool((emb[:, 1:anchors] < 0).any())
+    bits = torch.randint(0, 2, (n, anchors - 1 if signed else (anchors - 1) // 2),
+                         generator=torch.Generator().manual_seed(4)).double()
     x = torch.zeros(n, anchors, dtype=torch.float64)
     x[:, 0] = 1
-    x[:, 1::2], x[:, 2::2] = bits, 1 - bits
+    if signed:
+        x[:, 1:] = 2 * bits - 1
+    else:
+        x[:, 1::2], x[:, 2::2] = bits, 1 - bits
     return x
 
 
-@pytest.mark.parametrize("which", ["merged", "merged_separate"], ids=["shared", "separate"])
+@pytest.mark.parametrize("which", ["merged", "merged_separate", "pair_twin"], ids=["shared", "separate", "pairs"])
 def test_base_weights_keep_their_values(which, request):
     """Every base tensor is in the merged file at its layer and channels, bit for bit (the embedding and
     the residual-writing projections times the residual scale, a power of two: exact), the norms
     compensated; nothing else of a base layer is non-zero. Every compiled tensor computes, on every
     residual a trace position can hold (mapped to the merged channels), what it computed in the
-    compiled model, in float64; on the shared layout the last compiled FFN also leaves 0 on every
-    channel the base reads, and the compiled tensors that gate a sublayer read nothing text carries."""
-    base, signed, out, info = request.getfixturevalue(which)
-    compiled = request.getfixturevalue("pair_twin")
-    assert bits_layout_of(safe_open(str(signed / "model.safetensors"), "pt").get_tensor(
-        "model.embed_tokens.weight")).signed                     # what the merge read: signed bits
+    compiled model the merge read, in float64; on the shared layout the last compiled FFN also leaves 0
+    on every channel the base reads, and the compiled tensors that gate a sublayer read nothing text
+    carries. The compiled FIFO holds its bits signed (the default: kept signed, one channel a bit) and,
+    compiled again with ``bits="pairs"``, as pairs."""
+    base, compiled, out, info = request.getfixturevalue(which)
+    signed = bits_layout_of(safe_open(str(compiled / "model.safetensors"), "pt").get_tensor(
+        "model.embed_tokens.weight")).signed
+    assert signed == (which != "pair_twin") == info["channels"]["signed"]
     b = safe_open(str(base / "model.safetensors"), "pt")
     c = safe_open(str(compiled / "model.safetensors"), "pt")
     m = safe_open(str(out / "model.safetensors"), "pt")
     s, comp = info["residual_scale"], info["norm_compensation"]
     assert s in (1, 2, 4, 8, 16)
     ch = info["channels"]
-    assert info["layout"] == ch["layout"] == which.replace("merged_", "").replace("merged", "shared")
-    assert info["not_shared_because"] == ([] if which == "merged" else ["--layout separate"])
+    assert info["layout"] == ch["layout"] == {"merged_separate": "separate"}.get(which, "shared")
+    assert info["not_shared_because"] == (["--layout separate"] if which == "merged_separate" else [])
     lo, hi = ch["base"]
     n_cpu = info["layers"]["compiled"][1]
     checked = 0
@@ -182,14 +191,18 @@ def test_base_weights_keep_their_values(which, request):
         if key.endswith(reads):
             assert torch.equal(got[:len(t)] @ xm.T, t[:, :P] @ x.T), key
             assert not got[len(t):].any() and not got[:, unused].any(), key
-            if "in_proj_b" not in key:
+            if not key.endswith(FLAG_SHUT):
                 assert not got[:, ch["flag"]].any(), key
-            else:   # the text flag shuts DeltaNet writes: on every base token (the compiled layers'
-                    # input there is its embedding) the write strength's logit is <= -128 (sigmoid 0)
+            else:   # the text flag shuts DeltaNet writes and output gates: on every base token (the
+                    # compiled layers' input there is its embedding) the write strength's logit, and
+                    # every output gate that reads channels text carries, is <= -128 (sigmoid/silu 0)
+                shut = got[:, ch["flag"]] != 0
+                assert "in_proj_b" not in key or shut.all(), key
+                assert not got[~shut][:, lo:hi].any(), key
                 e = m.get_tensor("model.embed_tokens.weight").double()[:BASE_VOCAB]
-                w = m.get_tensor(key.replace("linear_attn.in_proj_b", "input_layernorm")).double()
+                w = m.get_tensor(key.split(".linear_attn.")[0] + ".input_layernorm.weight").double()
                 xhat = e * torch.rsqrt((e ** 2).mean(dim=1, keepdim=True) + 1e-6) * (1 + w)
-                assert (xhat @ got.T <= -128).all(), key
+                assert (xhat @ got[shut].T <= -128).all(), key
         elif key.endswith("proj.weight"):                        # writes the residual
             assert torch.equal(got[cmap, :t.shape[1]], t[:P]), key
             rest = got.clone()
@@ -204,7 +217,8 @@ def test_base_weights_keep_their_values(which, request):
             assert torch.equal(got[:, cmap], t[:, :P]) and (got ** 2).mean(dim=1).eq(64).all()
     if ch["layout"] == "shared":
         # On a real trace: the last compiled FFN leaves 0 on every channel the base reads and 2b - 1 on
-        # the reserved b channels; the logits over the trace vocabulary are the compiled model's, bit for bit.
+        # the reserved bit channels (a signed bit holds it already); the logits over the trace
+        # vocabulary are the compiled model's, bit for bit.
         from transformers import AutoModelForCausalLM
 
         _, protocol, netlist, inits, meta, _ = load_merged(out)
@@ -223,7 +237,7 @@ def test_base_weights_keep_their_values(which, request):
         reserved = torch.arange(*ch["reserved"])
         assert not after[:, :reserved[0]].any()          # the base reads zeros on a trace position
         cols = [int((cmap == r).nonzero()) for r in reserved]
-        assert torch.equal(after[:, reserved], 2 * want[:, cols] - 1)       # one: 1; each reserved b: 2b - 1
+        assert torch.equal(after[:, reserved], want[:, cols] if signed else 2 * want[:, cols] - 1)  # one: 1; bits: 2b - 1
         assert torch.equal(logits_m, logits_c)
         assert info["hidden_size"] < 384 + P                 # not the sum of both widths
 
@@ -243,6 +257,40 @@ def test_trace_on_the_merged_model(merged, dtype, prefill, batch, prefix):
     div, n = verify_teacher_forced(model, protocol, netlist, inits, 60, batch, 2, meta["initial_memory"],
                                    window=100)
     assert div is None and n > 0, str(div)
+
+
+def test_pairs_merge_and_a_read_split_over_an_anchor(merged, pair_twin, tmp_path, monkeypatch):
+    """The merge keeps pairs as pairs (the FIFO compiled with ``bits="pairs"``: exact in its merged
+    model), and a signed model whose read splits a constant over an anchor (what ``signed.fold_state``
+    does where a constant is not exact in bfloat16) is unfolded into pairs, since the merge re-chooses
+    the anchors: a layer-0 FFN row's constant moved onto the 127 anchor, the merged model still exact."""
+    from netlist2tf.merge import _Checkpoint
+
+    base, compiled, _, _ = merged
+    layout = bits_layout_of(safe_open(str(compiled / "model.safetensors"), "pt").get_tensor(
+        "model.embed_tokens.weight"))
+    col, value = max(layout.anchors, key=lambda a: a[1])
+    key = "model.layers.0.mlp.gate_proj.weight"
+    get = _Checkpoint.get
+
+    def split(self, k):
+        t = get(self, k)
+        if self.role == "compiled checkpoint" and k == key:
+            t = t.clone()
+            r = int(torch.nonzero(t[:, layout.one])[0])
+            t[r, layout.one] -= value                 # the same constant on a trace position: -value + value * 1
+            t[r, col] += 1
+        return t
+
+    monkeypatch.setattr(_Checkpoint, "get", split)
+    info = merge_checkpoints(compiled, base, tmp_path / "split")
+    monkeypatch.undo()
+    assert info["layout"] == "shared" and not info["channels"]["signed"]
+    for folder in (tmp_path / "split", pair_twin[2]):
+        model, protocol, netlist, inits, meta, _ = load_merged(folder, torch.float32)
+        div, n = verify_teacher_forced(model, protocol, netlist, inits, 40, 2, 2, meta["initial_memory"],
+                                       window=100)
+        assert div is None and n > 0, str(div)
 
 
 @pytest.mark.parametrize("prefill", [True, False], ids=["prefill", "token-by-token"])
@@ -562,23 +610,18 @@ def test_a_base_tokenizer_that_cannot_take_the_trace_tokens_is_refused(merged, m
     assert not (tmp_path / "out").exists()
 
 
-def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, tmp_path):
+def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, pair_twin, tmp_path):
     """The shared layout's conditions, on the real compiled FIFO with one tensor changed: as compiled
     it shares; a non-zero compiled attention projection (a text key could out-score a match) makes it
-    refuse, naming why (`auto` then merges side by side); an FFN `up` that reads one more bit pair
-    reserves that pair's b channel (the residual one channel wider)."""
-    from netlist2tf.merge import _Checkpoint, _compiled_layout, _shared_channels, _Unfolded
+    refuse, naming why (`auto` then merges side by side); an FFN `up` that reads one more bit reserves
+    that bit's channel (the residual one channel wider): its signed channel, or, compiled as pairs, its
+    b channel, the 1 - b read folded into `one - b`, which must be exact in the merged dtype."""
+    from netlist2tf.merge import _Checkpoint, _compiled_layout, _shared_channels
 
     base, compiled, _, _ = merged
-    cpu, b = _Checkpoint(compiled, "compiled checkpoint"), _Checkpoint(base, "base checkpoint")
-    layout = _compiled_layout(cpu.get("model.embed_tokens.weight").float())
-    assert layout.signed                  # the checkpoint holds one channel per bit; the merge unfolds it
-    cpu = _Unfolded(cpu, layout)
-    layout = cpu.layout
-    shared, why = _shared_channels(cpu, layout, cpu.config, b)
-    assert shared is not None and why == [] and shared.D < 384 + 2 * layout.n_pairs
+    b = _Checkpoint(base, "base checkpoint")
 
-    def changed(key, change, dtype=None):
+    def changed(cpu, layout, key, change, dtype=None):
         get = cpu.get
         cpu.get = lambda k: change(get(k)) if k == key else get(k)
         try:
@@ -586,19 +629,30 @@ def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, t
         finally:
             cpu.get = get
 
-    full = cpu.config["layer_types"].index("full_attention")
-    ch, why = changed(f"model.layers.{full}.self_attn.q_proj.weight", lambda t: t + 1)
-    assert ch is None and why == [f"compiled attention in layer(s) [{full}] (a text key could out-score its match)"]
-    hi, lo = next(p for p in (layout.pair(k) for k in range(layout.n_pairs))
-                  if shared.cmap[p[0]] < shared.n_shared)                   # a pair text may see
-    ch, why = changed("model.layers.0.mlp.up_proj.weight", lambda t: t.index_fill(1, torch.tensor([lo]), 1.0))
-    assert why == [] and len(ch.reserved) == len(shared.reserved) + 1 and ch.fold[lo] == hi
-    assert ch.cmap[hi] in ch.reserved and ch.cmap[lo] < ch.n_shared
-    # read as `one - b`, a weight of 3 on 1 - b puts 3 + 1/128 on `one`: exact in float32, not in bfloat16
     key = "model.layers.0.mlp.up_proj.weight"
-    three = lambda t: t.index_fill(1, torch.tensor([lo]), 3.0)
-    assert changed(key, three, torch.float32)[1] == []
-    assert changed(key, three, torch.bfloat16)[1] == [f"{key} read through `one - b` is not exact in torch.bfloat16"]
+    for folder in (compiled, pair_twin[1]):
+        cpu = _Checkpoint(folder, "compiled checkpoint")
+        layout = _compiled_layout(cpu.get("model.embed_tokens.weight").float())
+        assert layout.signed == (folder == compiled)        # as compiled: signed; the twin: pairs
+        shared, why = _shared_channels(cpu, layout, cpu.config, b)
+        assert shared is not None and why == [] and shared.D < 384 + layout.width * layout.n_pairs
+        full = cpu.config["layer_types"].index("full_attention")
+        ch, why = changed(cpu, layout, f"model.layers.{full}.self_attn.q_proj.weight", lambda t: t + 1)
+        assert ch is None and why == [f"compiled attention in layer(s) [{full}] (a text key could out-score its match)"]
+        bits = [layout.bit(k) for k in range(layout.n_pairs)]
+        hi = next(c for c in bits if shared.cmap[c] < shared.n_shared)      # a bit text may see
+        read = hi if layout.signed else hi + 1                              # signed: s; pairs: its 1 - b
+        ch, why = changed(cpu, layout, key, lambda t: t.index_fill(1, torch.tensor([read]), 1.0))
+        assert why == [] and len(ch.reserved) == len(shared.reserved) + 1 and ch.cmap[hi] in ch.reserved
+        if layout.signed:
+            assert ch.fold == {} and ch.D == shared.D + 1
+        else:
+            assert ch.fold[read] == hi and ch.cmap[read] < ch.n_shared
+            # read as `one - b`, a weight of 3 on 1 - b puts 3 + 1/128 on `one`: exact in float32, not in bfloat16
+            three = lambda t: t.index_fill(1, torch.tensor([read]), 3.0)
+            assert changed(cpu, layout, key, three, torch.float32)[1] == []
+            assert changed(cpu, layout, key, three, torch.bfloat16)[1] == [
+                f"{key} read through `one - b` is not exact in torch.bfloat16"]
     with pytest.raises(Netlist2TFError, match="--layout"):
         merge_checkpoints(compiled, base, tmp_path / "x", layout="bogus")
     assert not (tmp_path / "x").exists()
