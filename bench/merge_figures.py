@@ -15,6 +15,14 @@ base's own noise floor: KL(base float64 || base float32), and the base at batch 
 
     .venv/bin/python bench/merge_figures.py [--design hdl.examples.fifo:FIFO] [--bases 256,1024]
     .venv/bin/python bench/merge_figures.py --geometries qwen3.5-0.8b,qwen3.5-2b,qwen3.5-4b,qwen3.5-9b
+
+``--compiled FOLDER`` (with one geometry): merge that compiled checkpoint instead of compiling the
+design, e.g. the CPU built onto the geometry (``cpu build qwen3.5-4b --layers 14 --out FOLDER``);
+its trace speed is the checkpoint's run from its own initial state (the CPU's: an empty RAM, so the
+all-zero instruction's trap), teacher-forced against the netlist simulator: tokens/s depend on the
+model's size, not on the program.
+
+    .venv/bin/python bench/merge_figures.py --geometries qwen3.5-4b --compiled build/cpu-4b-16k
 """
 
 import argparse
@@ -77,7 +85,11 @@ def geometry_rows(args, root, result):
     from netlist2tf.target import Target
 
     vocab = 2048
-    print(f"{args.design} compiled onto each geometry ({args.layers} layers) in front of a random base of "
+    if args.compiled and "," in args.geometries:
+        raise SystemExit("--compiled FOLDER is compiled for one geometry: give one with --geometries")
+    what = (f"{args.compiled} ({len(compiled_types(args.compiled))} layers)" if args.compiled
+            else f"{args.design} compiled onto each geometry ({args.layers} layers)")
+    print(f"{what} in front of a random base of "
           f"{args.geometry_layers} layers, vocabulary {vocab}, one vision block; text: 4 x 64 random tokens, "
           f"KL per position (nats), oracle the base in float64")
     print("overhead floor: the compiled layers at the base's own shapes plus the trace tokens' embedding and "
@@ -90,8 +102,11 @@ def geometry_rows(args, root, result):
         base = make_geometry_base(root / name, name, layers=args.geometry_layers, vocab_size=vocab, vision_depth=1,
                                   shard_bytes=1 << 30)
         target = Target.from_config_json(base, layers=args.layers)
-        compiled = assemble(parse_netlist(result.json_text), layers=args.layers, target=target)
-        folder = emit_checkpoint(compiled, result.json_text, root / f"{name}-compiled")
+        if args.compiled:
+            folder = Path(args.compiled)
+        else:
+            compiled = assemble(parse_netlist(result.json_text), layers=args.layers, target=target)
+            folder = emit_checkpoint(compiled, result.json_text, root / f"{name}-compiled")
         info = merge_checkpoints(folder, base, root / f"{name}-merged", layout=args.layout)
         merged = root / f"{name}-merged"
         ids = torch.randint(0, vocab - 6, (4, 64), generator=torch.Generator().manual_seed(1))
@@ -142,10 +157,12 @@ def main():
     ap.add_argument("--geometries", help="published geometries to measure on instead (comma-separated)")
     ap.add_argument("--geometry-layers", type=int, default=4, help="layers of the geometry-shaped bases")
     ap.add_argument("--layout", default="auto", choices=("auto", "shared", "separate"), help="the merge's --layout")
+    ap.add_argument("--compiled", help="with --geometries NAME: merge this compiled checkpoint (built for "
+                                       "that geometry) instead of compiling --design")
     args = ap.parse_args()
     torch.set_num_threads(1)
     root = Path(tempfile.mkdtemp(prefix="merge-bench-"))
-    result = synthesize(args.design, "macro", "build")
+    result = None if args.compiled else synthesize(args.design, "macro", "build")
     if args.geometries:
         return geometry_rows(args, root, result)
     compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=args.layers))

@@ -60,10 +60,13 @@ def write_weights(plan: ModelPlan) -> Compiled:
     if memory_capacity_slots(dk) != dk - (1 if calibrate_read(dk).query_dummy is not None else 0):
         raise Netlist2TFError(f"linear_key_head_dim={dk}: the planned memory capacity does not match the "
                               f"calibrated DeltaNet read; use a head_k_dim of 16, 64, 128 or 256")
+    from transformers.initialization import no_init_weights
+
     torch.manual_seed(0)
     folded = plan.model_layout is not None and plan.model_layout.signed
     pair_target = replace(target, hidden_size=layout.hidden_size) if folded else target
-    model = Qwen3_5ForCausalLM(pair_target.to_hf_config(vocab_size=proto.vocab_size))
+    with no_init_weights():             # every parameter is zeroed or written below: no random init
+        model = Qwen3_5ForCausalLM(pair_target.to_hf_config(vocab_size=proto.vocab_size))
     model.eval()
     with torch.no_grad():
         for p in model.parameters():
@@ -93,12 +96,18 @@ def write_weights(plan: ModelPlan) -> Compiled:
     if folded:
         from .signed import fold_state
 
-        state = fold_state(model.state_dict(), layout, plan.model_layout)
-        del model
+        # The pair model is freed tensor by tensor as it is folded, and the signed model is made without
+        # an initialisation (its untouched storage is replaced by the folded tensors): a model of a
+        # published geometry's width (1.7 G parameters for 4B x 14 layers) is never held twice.
+        state = model.state_dict()
+        del model, m, emb, head_w, layer          # nothing but ``state`` holds the pair model's tensors now
+        state = fold_state(state, layout, plan.model_layout, consume=True)
         torch.manual_seed(0)
-        model = Qwen3_5ForCausalLM(target.to_hf_config(vocab_size=proto.vocab_size))
+        with no_init_weights():
+            model = Qwen3_5ForCausalLM(target.to_hf_config(vocab_size=proto.vocab_size))
         model.eval()
         model.load_state_dict(state, strict=True, assign=True)
+        del state
         layout = plan.model_layout
     params = sum(p.numel() for p in model.parameters())
     if params != plan.stats["parameters"]:

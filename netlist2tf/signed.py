@@ -56,13 +56,15 @@ def _role(key: str) -> str | None:
     return None
 
 
-def _residual_tensors(state: dict, out: dict):
+def _residual_tensors(state: dict, out: dict, consume: bool = False):
     """(key, role, float64 tensor) of every tensor of ``state`` that touches the residual stream;
-    the others are copied into ``out`` unchanged."""
-    for key, t in state.items():
+    the others are copied into ``out`` unchanged. ``consume``: take each tensor out of ``state`` as it
+    is reached (the others moved, not copied), so that a large model is never held twice."""
+    for key in list(state):
+        t = state.pop(key) if consume else state[key]
         role = _role(key)
         if role is None:
-            out[key] = t.clone()
+            out[key] = t if consume else t.clone()
         else:
             yield key, role, t.double()
 
@@ -98,9 +100,10 @@ def _split_constant(col: torch.Tensor, anchor: tuple[int, int] | None):
     return c0, c1
 
 
-def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout) -> dict:
+def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consume: bool = False) -> dict:
     """``state`` (a pair-layout model's state dict) for the signed layout ``signed`` (same bits):
-    a new state dict, float32. Raises Netlist2TFError where a weight breaks the pair discipline."""
+    a new state dict, float32. Raises Netlist2TFError where a weight breaks the pair discipline.
+    ``consume``: empty ``state`` as it goes (its tensors freed once folded, when nothing else holds them)."""
     if pairs.signed or not signed.signed or pairs.n_pairs != signed.n_pairs:
         raise AssertionError("fold_state maps a pair layout onto a signed layout of the same bits")
     n, Dp, Ds = pairs.n_pairs, pairs.hidden_size, signed.hidden_size
@@ -114,7 +117,7 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout) -> di
     # the anchor a read's constant may be split over: the largest (every anchor row is fixed)
     split = max(signed.anchors, key=lambda a: a[1]) if signed.anchors else None
     out = {}
-    for key, role, w in _residual_tensors(state, out):
+    for key, role, w in _residual_tensors(state, out, consume):
         if role == "norm":
             if not bool((w == w[0]).all()):
                 raise Netlist2TFError(f"{key}: the decoder norm's weights differ between channels")
