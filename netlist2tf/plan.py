@@ -374,17 +374,17 @@ def late_registers(netlist: Netlist, proto: TraceProtocol, probe: Schedule, targ
     """Register chunks read by a later DeltaNet layer than 0 while layer 0 holds more than
     ``key_heads`` key heads (a published geometry's layer 0 cannot hold every register, input and
     write-port field of a large design): a chunk whose bits may come as late as level l (the latest
-    level each may have and the design still fit, ``schedule._required_levels``) is read in a
+    level each may have and the design still fit, ``schedule.required_levels``) is read in a
     DeltaNet layer <= l instead (one with a key head that has room for it first, then the least
     loaded, the latest on ties), the chunks with the most room first. Its double-buffered head
     there is written by the chunk's REG token exactly as in layer 0 (the token's value, row and
     enable are still in the residual: the embedding's channels that no layer writes). The moves are
     kept only if the design still fits the layers (their readers may move later). Returns {chunk
     index: layer}; ``keep``: chunks that stay in layer 0 (tail chunks)."""
-    from .schedule import _required_levels
+    from .schedule import required_levels
 
     L, types = target.num_layers, target.layer_types
-    need = _required_levels(netlist, probe)   # net -> the latest level it may have and the design still fit
+    need = required_levels(netlist, probe)   # net -> the latest level it may have and the design still fit
     room = {j: min((need.get(n, L - 1) for n in c.bits), default=L - 1) for j, c in enumerate(proto.registers)
             if j not in keep}
     moved: dict = {}

@@ -18,7 +18,7 @@ When the design is too deep, a second pass *collapses* LUT chains: a plain cell'
 deepest inputs come from other plain cells takes those cells' functions into its own truth table
 (``compose``) while the result depends on at most ``max_inputs`` bits and costs at most
 ``COLLAPSE_MAX_NEURONS`` neurons, so it moves up a level. Only bits later than the first pass's
-required levels allow are collapsed (``_required_levels``: the fewest extra neurons); if that is not
+required levels allow are collapsed (``required_levels``: the fewest extra neurons); if that is not
 enough, every bit that can move up does. Yosys's LUT mapper (abc) sees a macro's
 outputs as primary inputs with arrival time 0 and may put a late signal at the bottom of a LUT tree;
 the collapse repairs that with the real levels. Cells nothing reads any more are dropped.
@@ -198,7 +198,7 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8, read_after: 
     extra = {"read_span": dict(read_span or {}), "reg_layer": dict(reg_layer or {})}
     sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None, read_after=pins, **extra)
     if sched.depth > target.num_layers - 1:
-        required = _required_levels(netlist, sched)
+        required = required_levels(netlist, sched)
         sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=required, read_after=pins,
                                     **extra)
         if sched.depth > target.num_layers - 1:
@@ -210,7 +210,7 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8, read_after: 
     return sched
 
 
-def _required_levels(netlist: Netlist, sched: "Schedule") -> dict:
+def required_levels(netlist: Netlist, sched: "Schedule") -> dict:
     """{net: the latest level it may have} for the design to fit ``sched``'s layers, from the
     required nets (level <= layers - 1) backwards through ``sched``'s units and memory reads."""
     L = sched.target.num_layers
