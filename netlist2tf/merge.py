@@ -158,6 +158,12 @@ class _Checkpoint:
             raise Netlist2TFError(f"{self.role} {self.folder} lacks the weight {key}")
         return self.where[self.keys[key]].get_tensor(self.keys[key])
 
+    def columns(self, key: str, lo: int, hi: int) -> torch.Tensor:
+        """Columns [lo, hi) of the 2-D weight ``key``, read without loading the rest."""
+        if key not in self.keys:
+            raise Netlist2TFError(f"{self.role} {self.folder} lacks the weight {key}")
+        return self.where[self.keys[key]].get_slice(self.keys[key])[:, lo:hi]
+
     def check(self, table: dict, cfg: dict) -> None:
         """Every text weight present with the shape the config implies, and nothing else."""
         expected = {"model.embed_tokens.weight": ("V", "H"), "model.norm.weight": ("H",)}
@@ -214,8 +220,10 @@ def _anchor_reads(cpu, layout: ResidualLayout) -> list:
     """The compiled tensors that read an anchor channel (a signed fold splits a read's constant over
     one when it is not exact on ``one`` in bfloat16): the merge re-chooses the anchors, so it
     unfolds such a model into pairs, which read the constant from ``one``."""
-    cols = [c for c, _ in layout.anchors]
-    return [k for k in cpu.keys if (k == LM_HEAD or k.endswith(READERS)) and bool(cpu.get(k)[:, cols].any())]
+    if not layout.anchors:
+        return []
+    lo, hi = layout.anchors[0][0], layout.anchors[-1][0] + 1          # the anchors are consecutive channels
+    return [k for k in cpu.keys if (k == LM_HEAD or k.endswith(READERS)) and bool(cpu.columns(k, lo, hi).any())]
 
 
 def _merged_layout(n_pairs: int, base_hidden: int, signed: bool = False) -> tuple[ResidualLayout, int]:
@@ -436,16 +444,16 @@ def _image_bound(base) -> torch.Tensor | None:
 
 
 def _shut(base, ch: _Channels, Db: int, scale: float, flag_value: float, eps: float,
-          w_b: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
+          w: torch.Tensor, norm: torch.Tensor) -> torch.Tensor:
     """Per row, the flag weight of a compiled ``in_proj_b`` or ``in_proj_z`` (FLAG_SHUT) that reads
     shared channels: large enough that the row's output is at most -128 on every text position (a write
     strength's sigmoid exactly 0, an output gate's silu exactly 0), from the exact text residual of every
     base token (the compiled layers add nothing there, so it is the embedding) and the bound on an image
     position's; twice that, for rounding."""
-    cols = [m for m in range(Db) if bool(w_b[:, ch.B0 + m].any())]
-    w = (w_b[:, [ch.B0 + m for m in cols]].double() * (1 + norm[[ch.B0 + m for m in cols]].double()))   # (heads, n)
+    cols = torch.nonzero(w[:, ch.B0:ch.B0 + Db].any(dim=0)).flatten()        # base channels the rows read
+    w = w[:, ch.B0 + cols].double() * (1 + norm[ch.B0 + cols].double())      # (rows, n)
     E = base.get("model.embed_tokens.weight")
-    worst = torch.zeros(w_b.shape[0], dtype=torch.float64)
+    worst = torch.zeros(w.shape[0], dtype=torch.float64)
     for start in range(0, E.shape[0], 8192):           # float64 a block at a time (a real vocabulary is 248k)
         rows = E[start:start + 8192].double() * scale
         r = torch.sqrt(((rows ** 2).sum(dim=1) + flag_value ** 2) / ch.D + eps)

@@ -283,6 +283,7 @@ def test_pairs_merge_and_a_read_split_over_an_anchor(merged, pair_twin, tmp_path
         return t
 
     monkeypatch.setattr(_Checkpoint, "get", split)
+    monkeypatch.setattr(_Checkpoint, "columns", lambda self, k, lo, hi: split(self, k)[:, lo:hi])
     info = merge_checkpoints(compiled, base, tmp_path / "split")
     monkeypatch.undo()
     assert info["layout"] == "shared" and not info["channels"]["signed"]
