@@ -61,7 +61,8 @@ def main():
     ap.add_argument("--ram-size", type=int, default=16384)
     ap.add_argument("--base-layers", type=int, default=4)
     ap.add_argument("--dtype", default="bfloat16", choices=("float32", "bfloat16"), help="the merged weights'")
-    ap.add_argument("--programs", default="hello,fibonacci,sieve", help="table programs for the fast executor")
+    ap.add_argument("--programs", default="hello,fibonacci,sieve",
+                    help="table programs for the fast executor ('' for none: it holds a float32 copy of the merged model)")
     ap.add_argument("--dir", default=None, help="where the folders go (default build/geometry-GEOMETRY-LAYERS)")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -95,6 +96,11 @@ def main():
     print(f"| {nc:,} | {nb:,} | {nm:,} | {Db:,} | {D:,} | {100 * (D - Db) / Db:+.2f} % | "
           f"{ch.get('shared', [0, 0])[1]:,} / {ch['reserved'][1] - ch['reserved'][0] if 'reserved' in ch else '-'} | "
           f"{info['layout']}, {'signed' if ch['signed'] else 'pairs'} |", flush=True)
+    if ch.get("group_code"):
+        c0, c1 = ch["group_code"]["channels"]
+        print(f"reserved: one, {ch['reserved'][1] - ch['reserved'][0] - 1 - (c1 - c0)} bits read on text positions, "
+              f"a {c1 - c0}-bit code of the {len(ch['group_code']['flags'])} one-hot flags the LM head reads; "
+              f"final norm: one = {info['final_norm']['one']:g}, scale {info['final_norm']['scale']:g}", flush=True)
 
     images = [load_elf(compile_c(PROGRAMS_BY_NAME["hi"].path, ram_size=ram), ram_size=ram)]
     images += list(hazard_programs().values())
@@ -105,7 +111,7 @@ def main():
         res = check_model_batch(images, ram, dtype=torch.bfloat16, checkpoint=merged, text_prefix=prefix)
         print(f"| hi.c + 4 hazard programs, stock, teacher-forced bfloat16, after {prefix} text tokens | "
               f"{same(res, refs)} | {time.perf_counter() - t0:.0f} |", flush=True)
-    for name in args.programs.split(","):
+    for name in [n for n in args.programs.split(",") if n]:
         img = load_elf(compile_c(PROGRAMS_BY_NAME[name].path, ram_size=ram), ram_size=ram)
         ref = run_unicorn(img, ram_size=ram)
         t0 = time.perf_counter()

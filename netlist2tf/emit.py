@@ -80,6 +80,10 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
         held = compiled.plan.settings.held if compiled.plan is not None else ()
         folded = compiled.plan.settings.folded_writes if compiled.plan is not None else ()
         preloaded = (compiled.plan.settings.preloaded_roms or ()) if compiled.plan is not None else ()
+        # The pairs the LM head reads as one-hot flags (at most one is 1 on any position, by the token
+        # selection's construction: docs/COMPILER.md): the merge may read them through a binary code.
+        emit = compiled.plan.fields.get("emit", ()) if compiled.plan is not None else ()
+        readout = {"one_hot": [list(emit)]} if len(emit) > 1 else {}
         prompt = compiled.protocol.initial_tokens(compiled.initial_registers, compiled.initial_memory)
         (tmp / "prompt.txt").write_text(" ".join(names[t] for t in prompt) + "\n")
         meta = {"format": FORMAT, "chunk_bits": compiled.protocol.chunk_bits,
@@ -92,6 +96,7 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
                 **({"held": [[g, d, list(m)] for g, d, m in held]} if held else {}),
                 **({"folded_writes": list(folded)} if folded else {}),
                 **({"preloaded_roms": list(preloaded)} if preloaded else {}),
+                **({"readout": readout} if readout else {}),
                 "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 

@@ -62,6 +62,7 @@ MERGED_SEALED = ("config.json", "model.safetensors")   # sealed before merge.jso
 FLAG_WEIGHT = -2.0 ** 20        # trace tokens' LM-head weight on the normalised text flag
 BASE_BLOCK = -2.0 ** 14         # base tokens' LM-head weight on the normalised constant channel
 LAYOUTS = ("auto", "shared", "separate")
+NORM_ONE_VALUES = (1.0, 2.0, 4.0, 8.0, 16.0)   # what `one` may hold at the final norm (``_unit_norm_weight``)
 BETA_SHUT = -128.0              # compiled DeltaNet write strength on text: sigmoid(-128) == 0 exactly
 # The base's weights that write the residual stream (scaled by the residual scale with its embedding)
 WRITES = ("self_attn.o_proj.weight", "linear_attn.out_proj.weight", "mlp.down_proj.weight")
@@ -272,7 +273,9 @@ class _Channels:
     them; ``fold``: {lo: hi} of those pairs, whose 1 - b side is read as ``one - b`` instead (a signed
     bit needs no fold: its channel is 0 on text already); ``clean``: what the last compiled FFN zeroes
     so that the base layers read zeros on a trace position: every pair (hi, lo, hi shared), every
-    shared signed channel (c, None, True)."""
+    shared signed channel (c, None, True). ``code``: the one-hot flags the LM head reads through a
+    binary group code (``_group_code``) instead of keeping them reserved: shared, cleaned like the other
+    shared bits, their code's bits in ``code_channels`` (reserved, after the others)."""
     layout: str
     D: int
     cmap: list
@@ -285,9 +288,14 @@ class _Channels:
     n_shared: int = 0
     signed: bool = False
     n_bits: int = 0
+    code: tuple = ()           # (compiled flag channel, its code word) of every one-hot flag read through a code
+    code_channels: tuple = ()  # the merged channels of the code's bits (reserved, the last ones)
 
     def record(self, P: int, Db: int) -> dict:
         bits = {"bits": self.n_bits, "signed": self.signed}
+        if self.code:
+            bits["group_code"] = {"flags": [c for c, _ in sorted(self.code, key=lambda cw: cw[1])],
+                                  "channels": [self.code_channels[0], self.code_channels[-1] + 1]}
         if self.layout == "separate":
             return {"layout": "separate", "compiled": [0, P], "anchors": [P, self.flag], "flag": self.flag,
                     "base": [self.B0, self.D]} | bits
@@ -319,10 +327,32 @@ TEXT_ZERO = ("mlp.up_proj.weight", "linear_attn.in_proj_a.weight")
 FLAG_SHUT = ("linear_attn.in_proj_b.weight", "linear_attn.in_proj_z.weight")
 
 
-def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) -> tuple[_Channels | None, list]:
+def _group_code(head: torch.Tensor, flags: list) -> list:
+    """The one-hot flag channels ``flags`` (a group of the compiler's ``readout.one_hot``: at most one
+    of them is 1 on any position) if the LM head ``head`` (its columns the compiled channels) reads
+    each of them the same way (one positive weight: the b side) and no row reads two of them: then
+    every row's flag term can be read through a binary code of the group (``_code_head``); else []."""
+    if len(flags) < 3:                                   # a code of 2 flags needs 2 channels too
+        return []
+    cols = head[:, flags]
+    values = torch.unique(cols[cols != 0])
+    if len(values) != 1 or float(values[0]) <= 0 or bool(((cols != 0).sum(dim=1) > 1).any()):
+        return []
+    return list(flags)
+
+
+def code_width(n_flags: int) -> int:
+    """The bits of a binary code of ``n_flags`` one-hot flags: words 1..n (the all-zero word is "no flag")."""
+    return n_flags.bit_length()
+
+
+def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None,
+                     one_hot=()) -> tuple[_Channels | None, list]:
     """The shared layout for this compiled model and base, or (None, [why not, ...]). ``dtype``: the
     merged weights' (default the compiled checkpoint's), in which every rewritten weight must be exact.
-    ``layout`` is the compiled model's: bit pairs or signed bits (one channel each, kept signed)."""
+    ``layout`` is the compiled model's: bit pairs or signed bits (one channel each, kept signed).
+    ``one_hot``: groups of pair indices the compiler records as one-hot (compile.json ``readout``); a
+    group only the LM head reads costs the reserved channels of its binary code, not one a flag."""
     P = _bits_end(layout)
     Db = base.config["hidden_size"]
     one = layout.one
@@ -341,7 +371,12 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) ->
         why.append(f"compiled attention in layer(s) {attention} (a text key could out-score its match)")
     # What must read 0 on a text position: the LM head, the text-zero projections, and the DeltaNet
     # qkv rows that look back (a trace after text would see the text there through the convolution).
-    reads = {"lm_head.weight": cpu.get("lm_head.weight").float()[:, :P]}
+    head = cpu.get("lm_head.weight").float()[:, :P]
+    coded = []                                   # the LM head's one-hot flags it may read through a code
+    for group in one_hot:
+        coded += _group_code(head, [layout.bit(k) if layout.signed else layout.pair(k)[0] for k in group])
+    reads = {"lm_head.weight": head.clone()}
+    reads["lm_head.weight"][:, coded] = 0
     for i, kind in enumerate(types):
         for suffix in TEXT_ZERO:
             if suffix.startswith("linear_attn") and kind != "linear_attention":
@@ -365,23 +400,20 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) ->
             kept.add(pair_of[c][0])
     if why:
         return None, why
+    if coded and not any(c in kept for c in coded):  # a flag another tensor reads stays reserved: no code
+        n_code = code_width(len(coded))
+        plain = _shared_width(P - 1 - len(kept) - len(coded), 1 + len(kept) + len(coded), Db, layout)
+        if _shared_width(P - 1 - len(kept), 1 + len(kept) + n_code, Db, layout)[0] >= plain[0]:
+            coded = []      # the flags would widen the shared channels (a base narrower than them) by as much
+    if not coded:
+        kept.update(pair_of[c][0] for c in torch.nonzero(head.any(dim=0)).flatten().tolist() if c != one)
+    n_code = code_width(len(coded)) if coded else 0
     reserved_c = [one] + sorted(kept)
     fold = {} if layout.signed else {pair_of[h][1]: h for h in kept}
     shared_c = [c for c in range(P) if c != one and c not in kept]
     n_pairs = layout.n_pairs
-    n_anchor = 0
-    while True:                                   # the anchors depend on D, D on the anchors
-        n_shared = len(shared_c) + n_anchor
-        X = max(n_shared, Db)
-        D = X + len(reserved_c) + 1
-        try:
-            new = ResidualLayout.build(D, n_pairs, layout.signed)
-        except Netlist2TFError:                   # not room for D's anchors yet
-            n_anchor += 1
-            continue
-        if len(new.anchors) <= n_anchor:
-            break
-        n_anchor = len(new.anchors)
+    D, X, new, n_anchor = _shared_width(len(shared_c), len(reserved_c) + n_code, Db, layout)
+    n_shared = len(shared_c) + n_anchor
     cmap = [0] * P
     for m, c in enumerate(shared_c):
         cmap[c] = m
@@ -392,19 +424,41 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None) ->
         clean = tuple((c, None, True) for c in (layout.bit(k) for k in range(n_pairs)) if c not in kept)
     else:
         clean = tuple((hi, lo, hi not in kept) for hi, lo in (layout.pair(k) for k in range(n_pairs)))
-    ch = _Channels("shared", D, cmap, anchors, D - 1, 0, tuple(range(X, X + len(reserved_c))), fold, clean,
-                   n_shared=n_shared, signed=layout.signed, n_bits=n_pairs)
+    code_channels = tuple(range(X + len(reserved_c), X + len(reserved_c) + n_code))
+    ch = _Channels("shared", D, cmap, anchors, D - 1, 0, tuple(range(X, X + len(reserved_c) + n_code)), fold,
+                   clean, n_shared=n_shared, signed=layout.signed, n_bits=n_pairs,
+                   code=tuple((c, w + 1) for w, c in enumerate(coded)), code_channels=code_channels)
     dtype = dtype or cpu.get("lm_head.weight").dtype
     for key, m in reads.items():               # the rewritten weights, in the compiled channels' order
         rows = m[0] if isinstance(m, tuple) else None
         w = cpu.get(key).to(dtype)[:, :P]
         placed = torch.zeros(w.shape[0], D, dtype=dtype)
         placed[:, cmap] = w
-        if _fold(placed, ch, rows, signed=key == "lm_head.weight") is None:
-            why.append(f"{key} read through `one - b` is not exact in {dtype}")
+        out = _fold(placed, ch, rows, signed=key == "lm_head.weight")
+        if out is None or (key == "lm_head.weight" and _code_head(out, ch) is None):
+            why.append(f"{key} read through `one - b`{' or the group code' if ch.code else ''} is not exact "
+                       f"in {dtype}")
     if why:
         return None, why
     return ch, []
+
+
+def _shared_width(n_shared: int, n_reserved: int, Db: int, layout: ResidualLayout) -> tuple:
+    """(D, X, the anchors' layout, the channels kept for anchors) of a shared residual: ``n_shared``
+    compiled channels and D's anchors over the base's Db from channel 0, X = the wider, then
+    ``n_reserved`` channels and the flag."""
+    n_anchor = 0
+    while True:                                   # the anchors depend on D, D on the anchors
+        X = max(n_shared + n_anchor, Db)
+        D = X + n_reserved + 1
+        try:
+            new = ResidualLayout.build(D, layout.n_pairs, layout.signed)
+        except Netlist2TFError:                   # not room for D's anchors yet
+            n_anchor += 1
+            continue
+        if len(new.anchors) <= n_anchor:
+            return D, X, new, n_anchor
+        n_anchor = len(new.anchors)
 
 
 def _fold(t: torch.Tensor, ch: _Channels, rows=None, signed: bool = False) -> torch.Tensor | None:
@@ -425,6 +479,34 @@ def _fold(t: torch.Tensor, ch: _Channels, rows=None, signed: bool = False) -> to
         w[sel, one] += (a + b) / 2 if signed else b
         w[sel, ch.cmap[hi]] = (a - b) / 2 if signed else a - b
         w[sel, ch.cmap[lo]] = 0
+    out = w.to(t.dtype)
+    return out if torch.equal(out.double(), w) else None
+
+
+def _code_head(t: torch.Tensor, ch: _Channels) -> torch.Tensor | None:
+    """The trace rows of a shared layout's LM head (after ``_fold``) with every one-hot flag of
+    ``ch.code`` read through its group's code instead, or None where a weight is not exact in the
+    tensor's dtype. After the last compiled FFN the code's bit j holds c_j = +1 where the flag set has
+    bit j in its word, else -1 (all -1: no flag set). A row's flag term w_b * b (b = 1 for the flag set,
+    0 for the others) becomes w_b * (m - (n - 1)), m = sum_j (1 + sigma_j c_j) / 2 the bits of the
+    row's word that match (sigma_j = +-1: its bit j): w_b where its flag is set (m = n), at most 0 where
+    another is (m <= n - 1, words distinct) or none (all-zero is no word). So the emitted token's logit
+    is the compiled model's, every other token's is at most the compiled model's, and the argmax and its
+    margin are the compiled model's. A signed flag s = 2b - 1 is read as w_s * s: w_b = 2 w_s, less
+    w_s on ``one``."""
+    if not ch.code:
+        return t
+    w = t.double()
+    one, n = ch.cmap[0], len(ch.code_channels)
+    codes = list(ch.code_channels)
+    for c, word in ch.code:
+        m = ch.cmap[c]
+        col = w[:, m].clone()
+        sigma = torch.tensor([1.0 if (word >> j) & 1 else -1.0 for j in range(n)], dtype=torch.float64)
+        w_b, rest = (2 * col, -col) if ch.signed else (col, torch.zeros_like(col))
+        w[:, m] = 0
+        w[:, codes] += w_b[:, None] * sigma[None, :] / 2
+        w[:, one] += rest + w_b * (1 - n / 2)
     out = w.to(t.dtype)
     return out if torch.equal(out.double(), w) else None
 
@@ -467,7 +549,7 @@ def _shut(base, ch: _Channels, Db: int, scale: float, flag_value: float, eps: fl
     return -2 * worst / flag_value
 
 
-def _clean_last_ffn(state: dict, prefix: str, ch: _Channels, rows: list) -> None:
+def _clean_last_ffn(state: dict, prefix: str, ch: _Channels, rows: list, one_value: float = 1.0) -> None:
     """The last compiled FFN of a shared layout leaves, on a trace position, 0 on every shared channel
     (so the base layers read zeros) and 2b - 1 on every reserved b channel (+-1: the final residual's
     mean square is then the same on every trace position, and the final norm can be made exactly the
@@ -479,11 +561,15 @@ def _clean_last_ffn(state: dict, prefix: str, ch: _Channels, rows: list) -> None
 
     Signed bits: a reserved one holds s = 2b - 1 already (the FFN's writes to it stay as they are); a
     shared one is zeroed by a neuron relu(b) (its gate reads (one + s) / 2: 0 or 1 exactly) writing
-    -2 on s, and the constant neuron's +1 (s - 2b + 1 = 0)."""
+    -2 on s, and the constant neuron's +1 (s - 2b + 1 = 0).
+
+    The constant neuron also writes ``one_value`` - 1 on ``one`` (the final norm's o:
+    ``_unit_norm_weight``), and the group code's bits are written (``_code_writes``)."""
     gate, up, down = (state[prefix + n] for n in ("gate_proj.weight", "up_proj.weight", "down_proj.weight"))
     one = ch.cmap[0]
     if bool(down[one].any()):
         raise Netlist2TFError("the last compiled FFN writes the constant channel")
+    writes = {c: down[ch.cmap[c]].double() * (1 if ch.signed else 2) for c, _ in ch.code}   # 2 x (its b's change)
     shared = torch.ones(ch.D, dtype=torch.bool)
     shared[list(ch.reserved)] = False
     down[shared] = 0
@@ -499,6 +585,8 @@ def _clean_last_ffn(state: dict, prefix: str, ch: _Channels, rows: list) -> None
             down[ch.cmap[c], j] = 1
         for c, v in ch.anchors:
             down[c, j] = -v
+        down[one, j] = one_value - 1
+        _code_writes(down, ch, writes, {c: row for row, (c, _, _) in zip(rows, ch.clean)}, j)
         return
     down *= 2
     for j, (hi, lo, hi_shared) in zip(rows, ch.clean):
@@ -515,32 +603,59 @@ def _clean_last_ffn(state: dict, prefix: str, ch: _Channels, rows: list) -> None
             down[ch.cmap[hi], j] = -1
     for c, v in ch.anchors:
         down[c, j] = -v
+    down[one, j] = one_value - 1
+    _code_writes(down, ch, writes, {hi: row for row, (hi, _, _) in zip(rows, ch.clean)}, j)
 
 
-def _unit_norm_weight(D: int, ones: int, eps: float, dtype) -> float:
-    """The final-norm weight w, held in ``dtype``, for which the real ``Qwen3_5RMSNorm`` over D
-    channels maps a vector of ``ones`` entries +-1 (zeros elsewhere) to exactly +-1; where ``dtype``
-    holds none (bfloat16's 8 bits), the w closest to it (the output is then one short bfloat16 value
-    v: every logit an integer times v, exact as well)."""
+def _code_writes(down: torch.Tensor, ch: _Channels, writes: dict, clean_row: dict, constant: int) -> None:
+    """The last compiled FFN's writes of the group code (``_code_head``): bit j's channel (0 before: no
+    compiled tensor touches it) ends as c_j = sum_f 2 b_f - 1 over the flags f whose word has bit j (+1
+    if the flag set is one of them, else -1). 2 b_f after the FFN is 2 b_f before it (its clean neuron's
+    activation b, weight 2) plus twice the FFN's own change of b_f (``writes``: the flag's row of
+    ``down`` as compiled; a signed flag's row changes s = 2b - 1); the constant neuron adds the -1."""
+    if not ch.code:
+        return
+    for j, m in enumerate(ch.code_channels):
+        row = torch.zeros(down.shape[1], dtype=torch.float64)
+        for c, word in ch.code:
+            if (word >> j) & 1:
+                row += writes[c]
+                row[clean_row[c]] += 2
+        row[constant] = -1
+        down[m] = row.to(down.dtype)
+        if not torch.equal(down[m].double(), row):
+            raise Netlist2TFError(f"the group code's writes in the last compiled FFN are not exact in {down.dtype}")
+
+
+def _unit_norm_weight(D: int, ones: int, eps: float, dtype) -> tuple[float, float, float]:
+    """(w, v, o): the final-norm weight w, held in ``dtype``, for which the real ``Qwen3_5RMSNorm`` over
+    D channels maps a vector of ``ones`` entries, ``one`` = o and the rest +-1 (zeros elsewhere), to
+    exactly o v and +-v, v and o powers of two (the last compiled FFN leaves o on ``one``, and the LM
+    head's trace rows are divided by v, their ``one`` column by o v: exact). The norm computes
+    fl(r * fl(1 + w)), r = rsqrt(mean square + eps); v is the power of two in (r / 2, r], so 1 + w
+    = v / r lies in [0.5, 1), where it reaches every value of its grid; in float32 that grid is still
+    coarser than the window that rounds to v for some r (2 % of hidden sizes with o = 1), and another o
+    moves r. bfloat16: always o = 1 (its 1 + w steps 2^-9 at most, finer than its window)."""
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm
 
     norm = Qwen3_5RMSNorm(D, eps=eps).to(dtype)
-    x = torch.zeros(1, D, dtype=dtype)
-    x[0, :ones] = 1
-    x[0, 0] = -1
-    r = float((x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps))[0, 1])
     bits = {torch.float32: torch.int32, torch.bfloat16: torch.int16, torch.float16: torch.int16}[dtype]
-    start = torch.tensor([1 / r - 1], dtype=dtype).view(bits)
-    best = None
-    with torch.no_grad():
-        for k in range(-64, 65):
-            w = (start + k).view(dtype)
-            norm.weight.fill_(float(w))
-            y = norm(x)[0, :2].double()
-            err = abs(float(y[1]) - 1)
-            if float(y[0]) == -float(y[1]) and (best is None or err < best[0]):
-                best = (err, float(w))
-    return best[1]
+    for o in NORM_ONE_VALUES:
+        x = torch.zeros(1, D, dtype=dtype)
+        x[0, :ones] = 1
+        x[0, 0], x[0, ones - 1] = -1, o
+        r = float((x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps))[0, 1])
+        v = 2.0 ** math.floor(math.log2(r))
+        start = torch.tensor([v / r - 1], dtype=dtype).view(bits)
+        with torch.no_grad():
+            for k in sorted(range(-64, 65), key=abs):
+                w = (start + k).view(dtype)
+                norm.weight.fill_(float(w))
+                y = norm(x)[0].double()
+                if float(y[1]) == v and float(y[0]) == -v and float(y[ones - 1]) == o * v:
+                    return float(w), v, o
+    raise Netlist2TFError(f"no {dtype} final-norm weight maps {ones} of {D} channels +-1 to a power of two; "
+                          f"merge in another --dtype")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -663,7 +778,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     if (compiled_folder / "merge.json").is_file():
         raise Netlist2TFError(f"{compiled_folder} is already a merged checkpoint; merge the compiled "
                               f"checkpoint it was made from")
-    protocol, netlist, _ = read_checkpoint(compiled_folder)   # its files present and sealed, as compiled
+    protocol, netlist, cmeta = read_checkpoint(compiled_folder)   # its files present and sealed, as compiled
     cpu = _Checkpoint(compiled_folder, "compiled checkpoint")
     base = _Checkpoint(base_folder, "base checkpoint")
     cc, bc = cpu.config, base.config
@@ -708,7 +823,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         raise Netlist2TFError(f"--layout {layout_name!r}: choose one of {', '.join(LAYOUTS)}")
     ch, why = None, ["--layout separate"]
     if layout_name != "separate":
-        ch, why = _shared_channels(cpu, layout, cc, base, dtype)
+        ch, why = _shared_channels(cpu, layout, cc, base, dtype, cmeta.get("readout", {}).get("one_hot", ()))
         if ch is None and layout_name == "shared":
             raise Netlist2TFError(f"{compiled_folder} cannot share residual channels with the base: "
                                   + "; ".join(why) + "; merge with --layout separate (or auto)")
@@ -730,9 +845,11 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         free += list(range(I, I + clean_rows - len(free)))
         I = free[-1] + 1
     if ch.layout == "shared":
+        code = (f", a {len(ch.code_channels)}-bit code of {len(ch.code)} one-hot flags the LM head reads"
+                if ch.code else "")
         log(f"merged residual, shared: {ch.n_shared} compiled channels ({len(ch.anchors)} anchors) on the "
-            f"base's {Db}, then {len(ch.reserved)} reserved (one, {len(ch.reserved) - 1} bits read on text "
-            f"positions) + flag = {D} (+{100 * (D - Db) / Db:.2f} %); the last compiled FFN clears "
+            f"base's {Db}, then {len(ch.reserved)} reserved (one, {len(ch.reserved) - 1 - len(ch.code_channels)} "
+            f"bits read on text positions{code}) + flag = {D} (+{100 * (D - Db) / Db:.2f} %); the last compiled FFN clears "
             f"{len(ch.clean)} {'signed channels' if ch.signed else 'pairs'}")
     else:
         log(f"merged residual, separate ({'; '.join(why)}): {P} compiled channels + {len(ch.anchors)} anchors "
@@ -818,7 +935,8 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
             # leaves the compiled memories exactly as the trace left them.
             state[p + "in_proj_b.weight"][:, flag] = BETA_SHUT / flag_value
     if ch.layout == "shared":
-        _clean_last_ffn(state, last, ch, free[:clean_rows])
+        norm_w, norm_v, norm_o = _unit_norm_weight(D, len(ch.reserved), eps, dtype)
+        _clean_last_ffn(state, last, ch, free[:clean_rows], norm_o)
     for i, kind in enumerate(bc["layer_types"]):
         for suffix, axes in table[kind].items():
             t = base.get(f"model.layers.{i}.{suffix}")
@@ -846,13 +964,16 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     H[:Vb, B0:B0 + Db] = head.to(dtype)
     H[:Vb, one] = BASE_BLOCK
     trace_head = place(cpu.get("lm_head.weight"), ("V", "H"), "lm_head.weight")[:Vt]
-    H[Vb:] = folded(trace_head, "lm_head.weight", signed=True) if ch.layout == "shared" else trace_head
+    norm = compiled_norm(cpu.get("model.norm.weight"))
+    if ch.layout == "shared":       # the final residual of a trace position: o on `one`, +-1 on the reserved bits
+        norm[:] = 0
+        norm[list(ch.reserved)] = norm_w                 # o v and +-v after the norm: powers of two
+        H[Vb:] = _code_head(folded(trace_head, "lm_head.weight", signed=True), ch) / norm_v
+        H[Vb:, one] /= norm_o
+    else:
+        H[Vb:] = trace_head
     H[Vb:, flag] = FLAG_WEIGHT
     state["lm_head.weight"] = H
-    norm = compiled_norm(cpu.get("model.norm.weight"))
-    if ch.layout == "shared":       # the final residual of a trace position: +-1 on `one` and the reserved b's
-        norm[:] = 0
-        norm[list(ch.reserved)] = _unit_norm_weight(D, len(ch.reserved), eps, dtype)
     norm[B0:B0 + Db] = (1 + base.get("model.norm.weight").double()) * comp - 1
     state["model.norm.weight"] = norm
 
@@ -887,6 +1008,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
             "layout": ch.layout, "channels": ch.record(P, Db),
             "layout_asked": layout_name, "not_shared_because": [] if ch.layout == "shared" else why,
             "layers": {"compiled": [0, n_cpu], "base": [n_cpu, n_cpu + len(bc["layer_types"])]},
+            **({"final_norm": {"one": norm_o, "scale": norm_v}} if ch.layout == "shared" else {}),
             "residual_scale": scale, "text_flag": flag_value, "norm_compensation": comp, "hidden_size": D, "intermediate_size": I,
             "dtype": config.dtype}
     def write(tmp: Path):

@@ -8,6 +8,7 @@ without text before it, in every mode)."""
 
 import hashlib
 import json
+import math
 
 import pytest
 import torch
@@ -216,30 +217,56 @@ def test_base_weights_keep_their_values(which, request):
         else:
             assert torch.equal(got[:, cmap], t[:, :P]) and (got ** 2).mean(dim=1).eq(64).all()
     if ch["layout"] == "shared":
-        # On a real trace: the last compiled FFN leaves 0 on every channel the base reads and 2b - 1 on
-        # the reserved bit channels (a signed bit holds it already); the logits over the trace
-        # vocabulary are the compiled model's, bit for bit.
-        from transformers import AutoModelForCausalLM
-
-        _, protocol, netlist, inits, meta, _ = load_merged(out)
-        ids = torch.tensor(expected_tokens(protocol, netlist, inits, 12, 1, 4, meta["initial_memory"])[0])
-        runs = []
-        for folder, offset in ((compiled, 0), (out, BASE_VOCAB)):
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-            seen = []
-            hook = model.model.layers[n_cpu - 1].mlp.register_forward_hook(
-                lambda mod, args, result: seen.append((args[0] + result).double()))   # its input is the residual
-            with torch.no_grad():
-                logits = model(input_ids=ids + offset).logits
-            hook.remove()
-            runs.append((seen[0][0], logits[0, :, offset:offset + info["trace_vocab_size"]]))
-        (want, logits_c), (after, logits_m) = runs
-        reserved = torch.arange(*ch["reserved"])
-        assert not after[:, :reserved[0]].any()          # the base reads zeros on a trace position
-        cols = [int((cmap == r).nonzero()) for r in reserved]
-        assert torch.equal(after[:, reserved], want[:, cols] if signed else 2 * want[:, cols] - 1)  # one: 1; bits: 2b - 1
-        assert torch.equal(logits_m, logits_c)
+        _check_trace_end(compiled, out, info, signed)
         assert info["hidden_size"] < 384 + P                 # not the sum of both widths
+
+
+def _check_trace_end(compiled, out, info, signed):
+    """On a real trace of the shared layout: the last compiled FFN leaves 0 on every channel the base
+    reads, 2b - 1 on the reserved bit channels (a signed bit holds it already), o on ``one`` and the
+    group code's bits; the logits over the trace vocabulary are the compiled model's bit for bit on the
+    emitted group's tokens and at most the compiled model's elsewhere."""
+    ch, n_cpu = info["channels"], info["layers"]["compiled"][1]
+    cmap = torch.tensor(ch["compiled_map"])
+    from transformers import AutoModelForCausalLM
+
+    _, protocol, netlist, inits, meta, _ = load_merged(out)
+    ids = torch.tensor(expected_tokens(protocol, netlist, inits, 12, 1, 4, meta["initial_memory"])[0])
+    runs = []
+    for folder, offset in ((compiled, 0), (out, BASE_VOCAB)):
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
+        seen = []
+        hook = model.model.layers[n_cpu - 1].mlp.register_forward_hook(
+            lambda mod, args, result: seen.append((args[0] + result).double()))   # its input is the residual
+        with torch.no_grad():
+            logits = model(input_ids=ids + offset).logits
+        hook.remove()
+        runs.append((seen[0][0], logits[0, :, offset:offset + info["trace_vocab_size"]]))
+    (want, logits_c), (after, logits_m) = runs
+    reserved = torch.arange(*ch["reserved"])
+    assert not after[:, :reserved[0]].any()          # the base reads zeros on a trace position
+    code = ch["group_code"]              # the FIFO's 6 emit flags, read through a 3-bit code
+    flags, (c0, c1) = code["flags"], code["channels"]
+    assert len(flags) == 6 and c1 - c0 == 3 and c1 == reserved[-1] + 1
+    assert all(cmap[f] < ch["shared"][1] for f in flags)  # the flags themselves are shared
+    assert reserved[0] == ch["one"] and (after[:, ch["one"]] == info["final_norm"]["one"]).all()
+    kept = reserved[1:c0 - reserved[0]]
+    cols = [int((cmap == r).nonzero()) for r in kept]
+    assert torch.equal(after[:, kept], want[:, cols] if signed else 2 * want[:, cols] - 1)  # bits: 2b - 1
+    # the code: the compiled model's flags after its last FFN (at most one set: the compiler's
+    # token selection), flag i's word i + 1 in binary, +1 / -1 per bit
+    b = (want[:, flags] + 1) / 2 if signed else want[:, flags]
+    assert (b.sum(dim=1) <= 1).all() and (b.sum(dim=1) == 1).sum() > len(ids) // 2
+    word = (b * torch.arange(1, len(flags) + 1, dtype=b.dtype)).sum(dim=1).long()
+    expect = torch.stack([2.0 * ((word >> j) & 1) - 1 for j in range(c1 - c0)], dim=1).double()
+    assert torch.equal(after[:, c0:c1], expect)
+    # the logits over the trace vocabulary: the emitted group's tokens' are the compiled model's
+    # bit for bit, every other token's at most the compiled model's, so the argmax is the same
+    head = safe_open(str(compiled / "model.safetensors"), "pt").get_tensor("lm_head.weight").double()
+    group = head[:, flags] != 0                      # (token, flag): the flag a token's row reads
+    mine = (group.double() @ b.T).T.bool()           # (position, token): its group's flag is set
+    assert torch.equal(logits_m[mine], logits_c[mine]) and (logits_m <= logits_c).all()
+    assert torch.equal(logits_m.argmax(dim=1), logits_c.argmax(dim=1))
 
 
 @pytest.mark.parametrize("dtype,prefill,batch,prefix", [
@@ -257,6 +284,53 @@ def test_trace_on_the_merged_model(merged, dtype, prefill, batch, prefix):
     div, n = verify_teacher_forced(model, protocol, netlist, inits, 60, batch, 2, meta["initial_memory"],
                                    window=100)
     assert div is None and n > 0, str(div)
+
+
+def test_the_final_norm_leaves_powers_of_two():
+    """A shared layout's final norm maps a trace position's residual (``one`` = o, the other reserved
+    channels +-1, the rest 0) to exactly o v and +-v, v and o powers of two, for every hidden size from
+    the test bases' to 9B's and reserved counts from the FIFO's to the CPU's, in float32 and bfloat16,
+    run through transformers' own Qwen3_5RMSNorm; float32 needs o > 1 for some widths."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm
+
+    from netlist2tf.merge import _unit_norm_weight
+
+    seen = set()
+    for D in list(range(380, 420)) + [1755, 2103, 2586, 2615, 4122, 4151]:
+        for ones in (13, 26, 54):
+            for dtype in (torch.float32, torch.bfloat16):
+                w, v, o = _unit_norm_weight(D, ones, 1e-6, dtype)
+                norm = Qwen3_5RMSNorm(D, eps=1e-6).to(dtype)
+                x = torch.zeros(3, D, dtype=dtype)
+                x[:, :ones] = torch.tensor([1.0, -1.0, 1.0])[:, None]
+                x[:, ones - 1] = o
+                x[2, ones + 5] = 0.0
+                with torch.no_grad():
+                    norm.weight.fill_(w)
+                    y = norm(x).double()
+                assert torch.equal(y[:, :ones - 1], x[:, :ones - 1].double() * v) and (y[:, ones - 1] == o * v).all()
+                assert not y[:, ones:].any()
+                assert math.log2(v).is_integer() and math.log2(o).is_integer()
+                seen.add((dtype, o))
+    assert (torch.float32, 1.0) in seen and any(d == torch.float32 and o > 1 for d, o in seen)
+    assert {o for d, o in seen if d == torch.bfloat16} == {1.0}
+
+
+def test_a_final_norm_that_needs_one_above_1(merged, tmp_path, monkeypatch):
+    """Where no float32 weight maps +-1 to a power of two, ``one`` ends the compiled layers at 2 (or 4,
+    ...): forced here, the merged FIFO still traces exactly, generated and teacher-forced."""
+    import netlist2tf.merge as merge
+
+    base, compiled, _, _ = merged
+    monkeypatch.setattr(merge, "NORM_ONE_VALUES", (2.0, 4.0, 8.0))
+    info = merge_checkpoints(compiled, base, tmp_path / "two")
+    assert info["final_norm"]["one"] in (2.0, 4.0, 8.0)
+    model, protocol, netlist, inits, meta, _ = load_merged(tmp_path / "two", torch.float32)
+    div, _ = verify_model(model, protocol, netlist, inits, 20, 2, seed=3, initial_memory=meta["initial_memory"])
+    assert div is None, str(div)
+    div, n = verify_teacher_forced(model, protocol, netlist, inits, 40, 2, 2, meta["initial_memory"], window=100)
+    assert div is None and n > 0, str(div)
+    _check_trace_end(compiled, tmp_path / "two", info, True)
 
 
 def test_pairs_merge_and_a_read_split_over_an_anchor(merged, pair_twin, tmp_path, monkeypatch):
