@@ -11,10 +11,13 @@ Prints a table; asserts nothing.
 a random multimodal base of its shapes (``--geometry-layers`` layers, a 2,048-token vocabulary, one
 vision block), the design compiled onto those shapes and merged: base and merged parameters, the
 overhead, the merged hidden size, and the text KL divergence KL(base float64 || merged) against the
-base's own noise floor: KL(base float64 || base float32), and the base at batch 1 against batch 4.
+base's own noise floor: KL(base float64 || base float32), and the base at batch 1 against batch 4, over
+``--text-rows`` x 64 random tokens (4 by default; over 256 positions the float32 ratio moves by +-0.2
+with the merged width alone, so the documented table uses 16). The 9B row peaks at ~24 GB; each
+geometry's folders are deleted after its row and the temporary folder at the end.
 
     .venv/bin/python bench/merge_figures.py [--design hdl.examples.fifo:FIFO] [--bases 256,1024]
-    .venv/bin/python bench/merge_figures.py --geometries qwen3.5-0.8b,qwen3.5-2b,qwen3.5-4b,qwen3.5-9b
+    .venv/bin/python bench/merge_figures.py --geometries qwen3.5-0.8b,qwen3.5-2b,qwen3.5-4b,qwen3.5-9b --text-rows 16
 
 ``--compiled FOLDER`` (with one geometry): merge that compiled checkpoint instead of compiling the
 design, e.g. the CPU built onto the geometry (``cpu build qwen3.5-4b --layers 14 --out FOLDER``);
@@ -27,6 +30,7 @@ model's size, not on the program.
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -90,7 +94,7 @@ def geometry_rows(args, root, result):
     what = (f"{args.compiled} ({len(compiled_types(args.compiled))} layers)" if args.compiled
             else f"{args.design} compiled onto each geometry ({args.layers} layers)")
     print(f"{what} in front of a random base of "
-          f"{args.geometry_layers} layers, vocabulary {vocab}, one vision block; text: 4 x 64 random tokens, "
+          f"{args.geometry_layers} layers, vocabulary {vocab}, one vision block; text: {args.text_rows} x 64 random tokens, "
           f"KL per position (nats), oracle the base in float64")
     print("overhead floor: the compiled layers at the base's own shapes plus the trace tokens' embedding and "
           "LM-head rows, over the base; 'separate hidden': what the side-by-side layout would need")
@@ -109,7 +113,7 @@ def geometry_rows(args, root, result):
             folder = emit_checkpoint(compiled, result.json_text, root / f"{name}-compiled")
         info = merge_checkpoints(folder, base, root / f"{name}-merged", layout=args.layout)
         merged = root / f"{name}-merged"
-        ids = torch.randint(0, vocab - 6, (4, 64), generator=torch.Generator().manual_seed(1))
+        ids = torch.randint(0, vocab - 6, (args.text_rows, 64), generator=torch.Generator().manual_seed(1))
         exact = log_probs(base, ids, torch.float64)
         floor = kl(exact, log_probs(base, ids, torch.float32))
         batch_floor = kl(log_probs(base, ids, torch.float32, batch=1), log_probs(base, ids, torch.float32))
@@ -126,6 +130,8 @@ def geometry_rows(args, root, result):
               f"{info['layout']} | {Db:,} | {D:,} | {100 * (D - Db) / Db:+.2f} % | {separate:,} | {floor:.2e} | "
               f"{batch_floor:.2e} | {ours:.2e} | {ours / floor:.2f} | {bf_floor:.2e} | {bf_ours:.2e} | {speed:,.0f} |",
               flush=True)
+        for done in (root / name, root / f"{name}-compiled", merged):   # a 9B row writes ~20 GB
+            shutil.rmtree(done, ignore_errors=True)
 
 
 def compiled_types(folder) -> list:
@@ -156,12 +162,17 @@ def main():
     ap.add_argument("--cycles", type=int, default=200, help="teacher-forced cycles timed")
     ap.add_argument("--geometries", help="published geometries to measure on instead (comma-separated)")
     ap.add_argument("--geometry-layers", type=int, default=4, help="layers of the geometry-shaped bases")
+    ap.add_argument("--text-rows", type=int, default=4, help="rows of 64 random text tokens the KL is measured on")
     ap.add_argument("--layout", default="auto", choices=("auto", "shared", "separate"), help="the merge's --layout")
     ap.add_argument("--compiled", help="with --geometries NAME: merge this compiled checkpoint (built for "
                                        "that geometry) instead of compiling --design")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    root = Path(tempfile.mkdtemp(prefix="merge-bench-"))
+    with tempfile.TemporaryDirectory(prefix="merge-bench-") as tmp:   # removed however the run ends
+        run(args, Path(tmp))
+
+
+def run(args, root):
     result = None if args.compiled else synthesize(args.design, "macro", "build")
     if args.geometries:
         return geometry_rows(args, root, result)

@@ -2,8 +2,10 @@
 
 Two residual layouts (docs/MERGE.md). The default, *shared* (``_shared_channels``, used wherever the
 compiled model allows it), lays the compiled channels that text may see over the base's and adds only
-``one``, the bit channels read on text positions and the text flag; the last compiled FFN then clears
-the shared channels on trace positions. The *separate* layout, described here, keeps them apart.
+``one``, the bit channels read on text positions and the text flag (a group of one-hot flags the LM
+head alone reads, such as the CPU's 35 emit flags, costs only its binary code's channels:
+``_code_head``); the last compiled FFN then clears the shared channels on trace positions. The
+*separate* layout, described here, keeps them apart.
 
 In the separate layout the merged model is one ``Qwen3_5ForCausalLM`` whose residual stream is the
 compiled model's channels followed by the base model's::
