@@ -343,8 +343,9 @@ def _group_code(head: torch.Tensor, flags: list) -> list:
     return list(flags)
 
 
-def code_width(n_flags: int) -> int:
-    """The bits of a binary code of ``n_flags`` one-hot flags: words 1..n (the all-zero word is "no flag")."""
+def _code_width(n_flags: int) -> int:
+    """The bits of a binary code of ``n_flags`` one-hot flags: words 1..n (the all-zero word is "no flag");
+    0 for none."""
     return n_flags.bit_length()
 
 
@@ -402,14 +403,13 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None,
             kept.add(pair_of[c][0])
     if why:
         return None, why
-    if coded and not any(c in kept for c in coded):  # a flag another tensor reads stays reserved: no code
-        n_code = code_width(len(coded))
-        plain = _shared_width(P - 1 - len(kept) - len(coded), 1 + len(kept) + len(coded), Db, layout)
-        if _shared_width(P - 1 - len(kept), 1 + len(kept) + n_code, Db, layout)[0] >= plain[0]:
-            coded = []      # the flags would widen the shared channels (a base narrower than them) by as much
-    if not coded:
-        kept.update(pair_of[c][0] for c in torch.nonzero(head.any(dim=0)).flatten().tolist() if c != one)
-    n_code = code_width(len(coded)) if coded else 0
+    n_code = _code_width(len(coded))
+    # No code where another tensor reads a flag (it stays reserved), or where the flags would only
+    # widen the shared channels (a base narrower than them) by as much as the code saves.
+    if coded and (any(c in kept for c in coded) or _shared_width(P - 1 - len(kept), 1 + len(kept) + n_code, Db, layout)[0]
+                  >= _shared_width(P - 1 - len(kept) - len(coded), 1 + len(kept) + len(coded), Db, layout)[0]):
+        kept.update(coded)                       # a flag's channel is its bit's b (or signed) channel
+        coded, n_code = [], 0
     reserved_c = [one] + sorted(kept)
     fold = {} if layout.signed else {pair_of[h][1]: h for h in kept}
     shared_c = [c for c in range(P) if c != one and c not in kept]
@@ -636,8 +636,8 @@ def _unit_norm_weight(D: int, ones: int, eps: float, dtype) -> tuple[float, floa
     head's trace rows are divided by v, their ``one`` column by o v: exact). The norm computes
     fl(r * fl(1 + w)), r = rsqrt(mean square + eps); v is the power of two in (r / 2, r], so 1 + w
     = v / r lies in [0.5, 1), where it reaches every value of its grid; in float32 that grid is still
-    coarser than the window that rounds to v for some r (2 % of hidden sizes with o = 1), and another o
-    moves r. bfloat16: always o = 1 (its 1 + w steps 2^-9 at most, finer than its window)."""
+    coarser than the window that rounds to v for some r (tests/test_merge.py's sweep of widths meets
+    such r), and another o moves r. bfloat16: always o = 1 (its 1 + w steps 2^-9 at most, finer than its window)."""
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm
 
     norm = Qwen3_5RMSNorm(D, eps=eps).to(dtype)
