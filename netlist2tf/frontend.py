@@ -134,7 +134,14 @@ def _describe_exception(what: str, exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     user = [f for f in frames if "site-packages" not in f.filename and "netlist2tf" not in f.filename]
     where = f" at {user[-1].filename}:{user[-1].lineno}" if user else ""
-    return f"{what} raised {type(exc).__name__}: {exc}{where}"
+    detail = str(exc)
+    if not detail and frames:        # a bare assert inside a library: say which one
+        inner = frames[-1]
+        lib = inner.filename.split("site-packages/")[-1]
+        detail = f"`{inner.line}` failed in {lib}:{inner.lineno}"
+        if "amaranth" in lib and "1 << 16" in (inner.line or ""):
+            detail += " (Amaranth's netlist holds at most 65,536 bits in one value: split the wider signal)"
+    return f"{what} raised {type(exc).__name__}: {detail}{where}"
 
 
 def load_design(design: str):
@@ -174,7 +181,12 @@ def load_design(design: str):
 
 
 def design_ports(obj, design: str):
-    """The port signals of a constructed design, as rtlil.convert wants them (None for Components)."""
+    """The port signals of a constructed design, as rtlil.convert wants them (None for Components).
+
+    A port of a ``ShapeCastable`` shape (an enum, a ``lib.data`` struct/union/array) is a view;
+    rtlil.convert takes only signals, so it is given the view's underlying signal (its raw bits).
+    """
+    from amaranth.hdl import Value, ValueCastable
     from amaranth.lib import wiring
 
     if isinstance(obj, wiring.Component):
@@ -186,7 +198,7 @@ def design_ports(obj, design: str):
         raise DesignElaborationError(
             f"design {design!r} is a plain Elaboratable without ports; make it a "
             f"amaranth.lib.wiring.Component, or give it a ports() method returning its port signals")
-    return list(ports)
+    return [Value.cast(p) if isinstance(p, ValueCastable) else p for p in ports]
 
 
 def to_rtlil(obj, design: str) -> str:
@@ -264,6 +276,7 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike | N
     if use_cache and json_path.is_file():
         cached = _read_cache_entry(json_path)
         if cached is not None:
+            _check_simulation_only(cached, shown)
             return SynthResult(design, flow, cached, json_path, True, sources, job)
         print(f"netlist2tf: the cached netlist {json_path} is damaged (not a readable Yosys JSON file); "
               f"discarded, running Yosys again", file=sys.stderr)
@@ -284,7 +297,16 @@ def synthesize(design: str, flow: str = "word", build_dir: str | os.PathLike | N
     tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
     os.replace(tmp, meta_path)
+    _check_simulation_only(text, shown)
     return SynthResult(design, flow, text, json_path, False, sources, job)
+
+
+def _check_simulation_only(text: str, shown: dict[str, str]) -> None:
+    """Raise one line naming the user's file and line if the netlist has $display/Print/Assert
+    cells (``validate.check_simulation_only``); cheap when it has none."""
+    if '"$print"' in text or '"$check"' in text or re.search(r'"\$(assert|assume|cover|live|fair)"', text):
+        from .validate import check_simulation_only
+        check_simulation_only(text, shown)
 
 
 def _read_cache_entry(path: Path) -> str | None:

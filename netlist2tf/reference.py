@@ -14,17 +14,22 @@ from .frontend import load_design
 
 
 def _port_signals(dut, design: str) -> dict:
-    """Netlist port name -> Amaranth signal, named as ``rtlil.convert`` names them."""
+    """Netlist port name -> the Amaranth port's raw bits (a ``Value``), named as ``rtlil.convert``
+    names them.
+
+    A port of a ``ShapeCastable`` shape (a ``lib.enum`` enum, a ``lib.data`` struct, union or array,
+    nested or with signed members) is a ``ValueCastable`` view; the netlist port is its bits as one
+    plain vector (``rtlil.convert`` takes ``as_value()``), so the testbench drives and samples
+    ``Value.cast(view)``: integers in, integers out, no enum members or struct constants.
+    """
+    from amaranth.hdl import Value
     from amaranth.lib import wiring
 
     if isinstance(dut, wiring.Component):
-        return {"__".join(str(part) for part in path): value
+        return {"__".join(str(part) for part in path): Value.cast(value)
                 for path, _, value in dut.signature.flatten(dut)}
-    ports = getattr(dut, "ports", None)
-    ports = ports() if callable(ports) else ports
-    if not ports:
-        raise DesignElaborationError(f"design {design!r} has no ports to simulate")
-    return {sig.name: sig for sig in ports}
+    from .frontend import design_ports
+    return {sig.name: sig for sig in design_ports(dut, design)}
 
 
 def run_amaranth(design: str, inputs: dict, cycles: int, outputs: list[str] | None = None,
@@ -61,7 +66,7 @@ def run_amaranth(design: str, inputs: dict, cycles: int, outputs: list[str] | No
         n for n, s in signals.items() if n not in inputs and n != clock]
     sampled = {n: [] for n in out_names}
     widths = {n: len(signals[n]) for n in out_names}
-    # Netlist values are bit patterns; a signed Amaranth signal wants the two's-complement number.
+    # Netlist values are bit patterns; a signed Amaranth value wants the two's-complement number.
     drive = [(sig, [int(v) - ((int(v) >> (len(sig) - 1)) & 1 << len(sig)) if sig.shape().signed else int(v)
                     for v in vals]) for sig, vals in drive]
 

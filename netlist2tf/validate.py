@@ -4,6 +4,8 @@ Separate from the parser (``ir``) on purpose: parsing says "this is a well-forme
 validation says "the simulator and compiler accept it". It never modifies the netlist.
 """
 
+import json
+import re
 from dataclasses import dataclass
 
 from . import nodes as N
@@ -131,6 +133,74 @@ def find_problems(netlist: Netlist) -> list[Problem]:
                                 "a signal depends on itself within one cycle; break the loop with "
                                 "a register (m.d.sync)"))
     return sorted(problems)
+
+
+#: Cells that only a simulator or a prover acts on: Verilog's $display/$write/$strobe (Yosys's
+#: ``$print``) and assertions, Amaranth's Print/Assert/Assume/Cover.
+SIM_ONLY_CELLS = ("$print", "$check", "$assert", "$assume", "$cover", "$live", "$fair")
+_SIM_ONLY_TYPE = re.compile(r'"type":\s*"\$(?:print|check|assert|assume|cover|live|fair)"')
+_SRC_LOC = re.compile(r"^(?P<file>.+?)(?::(?P<line>\d+)(?:\.\d+)?(?:-\d+(?:\.\d+)?)?)?$")
+
+
+class SimulationOnlyError(UnsupportedDesignError):
+    """A design with simulation-only constructs ($display, Print, Assert, ...): one line naming the
+    first one's source file and line, the construct and the fix."""
+
+    def __init__(self, problems, message: str):
+        super().__init__(problems)
+        self.args = (message,)
+
+
+def check_simulation_only(json_text: str, display_names: dict[str, str] | None = None) -> None:
+    """Raise SimulationOnlyError if the Yosys JSON netlist ``json_text`` has simulation-only cells.
+
+    Checked on the raw JSON, before parsing: such a cell is not hardware whatever its parameters (an
+    untriggered ``$print``, e.g. from an ``initial`` or ``always @*`` block, has an empty
+    TRG_POLARITY that the netlist reader would blame on the JSON file). ``display_names`` maps the
+    file names Yosys read (``design.v``) to the user's paths. Cheap when there are none.
+    """
+    if not _SIM_ONLY_TYPE.search(json_text):
+        return
+    modules = json.loads(json_text).get("modules") or {}
+    found = {}
+    for module in modules.values():
+        for name, cell in (module.get("cells") or {}).items():
+            ctype = cell.get("type")
+            if ctype not in SIM_ONLY_CELLS:
+                continue
+            src = str((cell.get("attributes") or {}).get("src", "")).split("|")[0]
+            m = _SRC_LOC.match(src)
+            file, line = (m["file"], int(m["line"])) if m and m["line"] else (src, 0)
+            shown = (display_names or {}).get(file, file)
+            verilog = file.endswith((".v", ".sv"))
+            # Yosys names a Verilog task's cell after it ($display$design.v:4$2); Amaranth's cells
+            # are numbered, their flavour a parameter
+            task = re.match(r"^(\$[a-z]+)\$", name)
+            flavor = str((cell.get("parameters") or {}).get("FLAVOR", "")).lower()
+            if ctype == "$print":
+                what = (f"{task[1]} is a simulation-only system task" if verilog and task else
+                        f"{'Print' if file.endswith('.py') else 'a $print cell'} is simulation-only")
+            else:
+                kind = flavor or (task[1] if task else ctype).lstrip("$")
+                what = (f"the {kind} statement is simulation-only" if verilog else
+                        f"{kind.capitalize()} is simulation-only")
+            if verilog:
+                from .yosys import SIM_ONLY_VERILOG_FIX
+                fix = SIM_ONLY_VERILOG_FIX
+            else:
+                fix = ("remove it (a design class can take a constructor argument that leaves it out, "
+                       "e.g. DESIGN:Class(debug=False))")
+            where = f"{shown}:{line}" if shown and line else shown
+            found.setdefault((shown, line, what),
+                             (where, what, fix, Problem(f"cell {name} ({ctype})", where, fix)))
+    entries = [found[k] for k in sorted(found)]
+    where, what, fix, _ = entries[0]
+    more = ""
+    if len(entries) > 1:
+        others = [e[0] or e[1] for e in entries[1:4]]
+        more = (f" (and {len(entries) - 1} more: {', '.join(others)}{', ...' if len(entries) > 4 else ''})")
+    raise SimulationOnlyError([e[3] for e in entries],
+                              f"{where + ': ' if where else ''}{what}, not hardware; {fix}{more}")
 
 
 def check_netlist(netlist: Netlist) -> Netlist:

@@ -7,6 +7,7 @@ captured whole.
 """
 
 import importlib.metadata
+import re
 import subprocess
 import sys
 import tempfile
@@ -83,6 +84,14 @@ MACRO_FLOW = tuple(step for cmd in LUT_FLOW
 #: LUTs cost neurons (up to 32 per LUT) but save levels; the compiled CPU needs it to fit 11 layers
 #: (depth 10, against 12 with 4-input LUTs).
 MACRO6_FLOW = tuple(c.replace("abc -lut 4", "abc -lut 6") for c in MACRO_FLOW)
+
+#: What to do about a simulation-only Verilog construct ($display, $finish, an immediate assertion, ...):
+#: ``read_verilog`` defines the macro SYNTHESIS (its ``help`` says so), so a guard keeps it for simulators.
+SIM_ONLY_VERILOG_FIX = ("remove it, or put it between `ifndef SYNTHESIS and `endif "
+                        "(Yosys defines SYNTHESIS when it reads Verilog)")
+# Yosys's own refusal of $finish/$stop (and other tasks) outside an initial block
+_SYSTEM_TASK_ERROR = re.compile(r"^(?P<loc>.+?):\s*ERROR:\s*System task `(?P<task>\$\w+)' outside initial "
+                                r"block is unsupported")
 
 FLOWS = {"word": WORD_FLOW, "gate": GATE_FLOW, "lut": LUT_FLOW, "macro": MACRO_FLOW, "macro6": MACRO6_FLOW}
 
@@ -177,6 +186,11 @@ def run_yosys(read_commands: list[str], inputs: dict[str, str], commands: tuple[
                 detail = "\n".join(log.splitlines()[-15:]) or proc.stderr.strip() or "(no output)"
             for tmp_name, shown in (display_names or {}).items():
                 detail = detail.replace(tmp_name, shown)
+            for line in detail.splitlines():
+                m = _SYSTEM_TASK_ERROR.match(line)
+                if m:
+                    raise YosysError(f"{m['loc']}: {m['task']} is a simulation-only system task, not "
+                                     f"hardware; {SIM_ONLY_VERILOG_FIX}")
             raise YosysError(f"Yosys failed (exit {proc.returncode}):\n{detail}\n"
                              f"(script: {'; '.join(script)})")
         return out.read_text()
