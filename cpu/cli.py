@@ -121,17 +121,42 @@ def load_program(path, ram_size=DEFAULT_RAM_SIZE, compiler=None, opt="-O2", zba=
     return load_elf(path, ram_size=ram_size)
 
 
-def read_input(where: str) -> bytes:
-    """The bytes of ``--input``: a file, or standard input for ``-``."""
-    if where == "-":
-        return sys.stdin.buffer.read()
-    path = Path(where)
-    if path.is_dir():
-        raise InputError(f"--input {where}: a folder; give a file (or - for standard input)")
+def input_room(image, ram_size: int) -> int:
+    """The most input bytes ``image`` has room for in ``ram_size`` bytes of RAM (machine.with_input's
+    bound), 0 for a program without an input area."""
+    from .machine import MIN_STACK_SIZE
+    if image.input_addr is None:
+        return 0
+    return max(0, ram_size - MIN_STACK_SIZE - image.input_addr - 4)
+
+
+def read_input(where: str, limit: int) -> bytes:
+    """The bytes of ``--input``: a file (a device or a pipe too), or standard input for ``-``, read in
+    pieces and refused as soon as it is longer than ``limit`` bytes (the room the program's RAM has
+    for it): an endless stream (``< /dev/zero``) is one clear error, not a machine out of memory."""
+    name = "standard input" if where == "-" else where
     try:
-        return path.read_bytes()
+        if where == "-":
+            f = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
+        else:
+            if Path(where).is_dir():
+                raise InputError(f"--input {where}: a folder; give a file (or - for standard input)")
+            f = open(where, "rb", buffering=0)
+        with f:
+            chunks, size = [], 0
+            while True:
+                piece = f.read(min(1 << 16, limit + 1 - size))
+                if not piece:
+                    break
+                chunks.append(piece)
+                size += len(piece)
+                if size > limit:
+                    raise InputError(f"--input {where}: {name} is longer than the {limit:,} bytes the program's RAM has "
+                                     f"room for (after its code and data, before its stack); give a shorter input "
+                                     f"or a larger --ram-size")
     except OSError as e:
         raise InputError(f"--input {where}: cannot read it: {e.strerror or e}") from None
+    return b"".join(chunks)
 
 
 def program_input(image, data: bytes, ram_size: int, program="the program"):
@@ -213,23 +238,27 @@ def _configured_engine(args):
 def cmd_run(args) -> int:
     from netlist2tf.outputs import check_output_file
 
-    if args.trace:
+    if args.trace is not None:
         check_output_file(args.trace, "--trace", "trace", args.force)
+    if args.input is not None and not args.input:
+        raise InputError("--input '': the path is empty; give a file, or - for standard input")
     engine = _configured_engine(args)
     ram_size = args.ram_size or default_ram_size(args.engine)
     image = load_program(args.program, ram_size=ram_size, compiler=args.compiler, opt=args.opt,
                          zba=not args.no_zba)
     if args.input is not None:
-        image = program_input(image, read_input(args.input), ram_size, args.program)
+        if image.input_addr is None:          # no input area: say so before reading anything
+            program_input(image, b"", ram_size, args.program)
+        image = program_input(image, read_input(args.input, input_room(image, ram_size)), ram_size, args.program)
     t0 = time.perf_counter()
-    result = engine(image, ram_size, args.max_steps, bool(args.trace))
+    result = engine(image, ram_size, args.max_steps, args.trace is not None)
     wall = time.perf_counter() - t0
     sys.stdout.flush()
     sys.stdout.buffer.write(result.console)
     sys.stdout.buffer.flush()
-    if args.trace:
+    if args.trace is not None:
         from netlist2tf.outputs import file_writer
-        with file_writer(args.trace) as f:
+        with file_writer(args.trace, option="--trace") as f:
             for record in result.records:
                 f.write(f"{record}\n")
     seconds = result.seconds or wall
@@ -338,6 +367,7 @@ def cmd_fit(args) -> int:
 
 
 def cmd_build(args) -> int:
+    from netlist2tf.outputs import check_output_folder
     from netlist2tf.target import Target
 
     from .model_engine import LAYERS, MODEL_RAM_SIZE, build_on_target
@@ -345,6 +375,8 @@ def cmd_build(args) -> int:
     if args.layers is not None and args.layers < 2:
         raise InputError(f"--layers {args.layers}: the compiled CPU needs more layers (`cpu fit --layers N "
                          f"TARGET` says whether N fit)")
+    # never an input or a cache; that the folder is new or empty build_on_target says itself
+    check_output_folder(args.out, "--out", "checkpoint", force=True, inputs=[t for t in (args.target,) if Path(t).exists()])
     target = Target.from_config_json(args.target, layers=args.layers or LAYERS)
     folder = build_on_target(target, args.out, args.ram_size or MODEL_RAM_SIZE)
     print(f"cpu: the CPU ({(args.ram_size or MODEL_RAM_SIZE) // 1024} KiB of RAM) compiled onto {target.name}'s "
@@ -362,8 +394,9 @@ def cmd_report(args) -> int:
     from .model_engine import MODEL_RAM_SIZE, core_design, cpu_report
 
     ram = args.ram_size or MODEL_RAM_SIZE
-    out = Path(args.out) if args.out else build_dir() / "reports" / f"cpu-{ram // 1024}k{'-nozba' if args.no_zba else ''}"
-    check_output_folder(out, "--out", args.force)
+    out = Path(args.out) if args.out is not None else \
+        build_dir() / "reports" / f"cpu-{ram // 1024}k{'-nozba' if args.no_zba else ''}"
+    check_output_folder(out, "--out", "report", args.force)
     design = core_design(ram, zba=not args.no_zba)
     old, old_name = old_report(args.compare, out, design)      # before any work: a bad file fails at once
     report = cpu_report(ram, zba=not args.no_zba)
@@ -376,7 +409,7 @@ def cmd_report(args) -> int:
 
 
 def build_parser():
-    from netlist2tf.cliutil import Formatter, Parser, add_version, count
+    from netlist2tf.cliutil import Formatter, Parser, add_version, count, path_arg
 
     parser = Parser(prog="cpu", description="Run programs on the RV32IM+Zba machine.",
                                      formatter_class=Formatter)
@@ -417,7 +450,7 @@ def build_parser():
                             "forward at every layer (docs/FAST.md; bench/fast_executor.py measures it); it "
                             "generates plainly; merged checkpoints too (trace-only prompts); a checkpoint or a value it "
                             "cannot prove exact runs stock, with a line saying why")
-        p.add_argument("--checkpoint", metavar="FOLDER", default=None,
+        p.add_argument("--checkpoint", type=path_arg, metavar="FOLDER", default=None,
                        help="model engine: run this checkpoint instead of the cached build: the compiled "
                             "CPU's folder (build/cpu-model/...) or one merged in front of a Qwen3.5 model "
                             "from it by `netlist2tf merge`")
@@ -427,10 +460,10 @@ def build_parser():
 
     run = sub.add_parser("run", help="run one program (.c or .elf)", description="run one program (.c or .elf)",
                          formatter_class=Formatter)
-    run.add_argument("program", help="a C source file (one file with main) or an ELF executable")
+    run.add_argument("program", type=path_arg, help="a C source file (one file with main) or an ELF executable")
     common(run)
-    run.add_argument("--trace", metavar="FILE", help="write one line per retired instruction")
-    run.add_argument("--input", metavar="FILE", default=None,
+    run.add_argument("--trace", type=path_arg, metavar="FILE", help="write one line per retired instruction")
+    run.add_argument("--input", type=path_arg, metavar="FILE", default=None,
                      help="the program's input (its stdin: getchar, fgets ...): the bytes of FILE, or of standard "
                           "input for -, placed in RAM after the program's data before it starts (every engine "
                           "reads the same memory image; the model reads it from its prompt)")
@@ -485,7 +518,7 @@ def build_parser():
     build.add_argument("--layers", type=int, default=None, metavar="N", help="compiled layers (default 11)")
     build.add_argument("--ram-size", type=_ram_size, default=None,
                        help="RAM size in bytes (default 16384, the model engine's)")
-    build.add_argument("--out", metavar="DIR", required=True, help="a new folder for the checkpoint")
+    build.add_argument("--out", type=path_arg, metavar="DIR", required=True, help="a new folder for the checkpoint")
     build.set_defaults(func=cmd_build)
     report = sub.add_parser("report", help="the compiled CPU's layer report from hdl/rv32 as it is now (no weights)",
                             description="plan the CPU of hdl/rv32/core.py as the model engine compiles it and write "
@@ -496,9 +529,9 @@ def build_parser():
     report.add_argument("--ram-size", type=_ram_size, default=None,
                         help="RAM size in bytes (default 16384, the model engine's)")
     report.add_argument("--no-zba", action="store_true", help="the core without the Zba extension")
-    report.add_argument("--out", metavar="DIR", default=None,
+    report.add_argument("--out", type=path_arg, metavar="DIR", default=None,
                         help="the report folder (default build/reports/cpu-16k[-nozba])")
-    report.add_argument("--compare", metavar="OLD_REPORT.json", default=None,
+    report.add_argument("--compare", type=path_arg, metavar="OLD_REPORT.json", default=None,
                         help="an earlier report (report.json or its folder): print and record what changed "
                              "(without it: the report already in --out, if any: the last build)")
     report.add_argument("--force", action="store_true", help="let --out replace a folder that is not a report of ours")

@@ -540,12 +540,8 @@ def _memory(model) -> tuple[int, int | None]:
     # the fast executor keeps no attention cache (its attention layers are silent): nothing grows
     full = 0 if getattr(model, "fast", None) is not None else sum(t == "full_attention" for t in cfg.layer_types)
     per_position = 2 * full * cfg.num_key_value_heads * cfg.head_dim * item + 60
-    try:
-        with open("/proc/meminfo") as f:
-            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
-    except (OSError, StopIteration, ValueError):
-        avail = None
-    return per_position, avail
+    from netlist2tf.hardware import available_memory
+    return per_position, available_memory()
 
 
 def _draft_run(model, protocol, images, ram_size, max_steps, build_dir):

@@ -43,11 +43,11 @@ def cmd_synth(args) -> int:
 
     from .outputs import check_output_file, write_file
 
-    if args.output:
+    if args.output is not None:
         check_output_file(args.output, "-o", "netlist", args.force)
     netlist, result = _netlist_for(args)
-    if args.output:
-        write_file(args.output, result.json_text if result else Path(args.design).read_bytes())
+    if args.output is not None:
+        write_file(args.output, result.json_text if result else Path(args.design).read_bytes(), "-o")
     if args.dump:
         sys.stdout.write(netlist.dump())
     counts = {}
@@ -70,45 +70,93 @@ def cmd_synth(args) -> int:
     return 0
 
 
-def cmd_sim(args) -> int:
-    from .hardware import Progress
-    from .outputs import check_output_file, file_writer
-    from .sim import FileStimulus, RandomStimulus, Simulator
+# what one piece of a long simulation may hold in memory (its inputs, outputs and VCD signals)
+SIM_PIECE_BYTES = 64 << 20
 
-    if args.vcd:
+
+def cmd_sim(args) -> int:
+    from contextlib import ExitStack
+
+    import numpy as np
+
+    from .hardware import Progress, available_memory, gigabytes
+    from .outputs import check_output_file, file_writer
+    from .sim import FileStimulus, RandomStimulus, Simulator, Trace
+    from .waveform import VCDStream
+
+    if args.vcd is not None:
         check_output_file(args.vcd, "--vcd", "vcd", args.force)
-    if args.outputs:
+    if args.outputs is not None:
         check_output_file(args.outputs, "--outputs", "jsonl", args.force)
+    if args.stimulus is not None and not args.stimulus:
+        raise Netlist2TFError("--stimulus '': the path is empty; give a JSON-lines file of inputs")
     if args.vcd_instance >= args.batch:
         raise Netlist2TFError(f"--vcd-instance {args.vcd_instance}: the batch has instances 0..{args.batch - 1}")
     netlist, result = _netlist_for(args)
+    avail = available_memory()
+    need = Simulator.state_bytes(netlist, args.batch)
+    if avail is not None and need > 0.8 * avail:
+        per = max(1, need // args.batch)
+        raise Netlist2TFError(f"--batch {args.batch:,}: that many instances of {args.design} need about {gigabytes(need)} "
+                              f"of memory, more than the {gigabytes(avail)} available; give a smaller --batch "
+                              f"(about {max(1, int(0.8 * avail) // per):,} at most)")
     sim = Simulator(netlist, batch=args.batch)
     stimulus = FileStimulus(args.stimulus) if args.stimulus else RandomStimulus(args.seed)
-    bar = Progress(args.cycles, "cycle", "sim") if args.cycles >= 20000 else None
-    t0 = time.perf_counter()
-    trace = sim.run(args.cycles, stimulus, vcd=args.vcd, vcd_instance=args.vcd_instance,
-                    progress=(lambda k: bar.update(1)) if bar else None)
-    dt = time.perf_counter() - t0
-    if bar:
-        bar.close()
-    if args.outputs:
-        _outputs_file_is_ours(args, list(trace.outputs))
-        with file_writer(args.outputs) as f:
-            for k in range(trace.cycles):
-                row = {n: [int(x) for x in v[k]] if trace.batch > 1 else int(v[k, 0])
-                       for n, v in trace.outputs.items()}
-                f.write(json.dumps(row) + "\n")
-    print(f"{args.design}: {trace.cycles} cycles x {trace.batch} instance(s) in {dt:.3f} s "
-          f"({trace.cycles * trace.batch / max(dt, 1e-9):,.0f} cycles/s, {sim.mode} engine)",
-          file=sys.stderr)
-    if trace.cycles:
-        last = ", ".join(f"{n}={int(v[-1, 0]):#x}" for n, v in trace.outputs.items())
-        print(f"  outputs in the last cycle{' (instance 0)' if trace.batch > 1 else ''}: {last}")
-    if args.vcd:
-        print(f"  waveform: {args.vcd}", file=sys.stderr)
+    # The run goes in pieces of at most SIM_PIECE_BYTES, each written out (outputs, waveform) as it
+    # ends: memory stays flat whatever --cycles is. Only Amaranth's check needs every cycle's inputs
+    # and outputs at once, so only it is bounded by the memory available.
     if args.compare_amaranth:
         if result is None:
             raise Netlist2TFError("--compare-amaranth needs an Amaranth design, not a .json netlist")
+        need = sim.trace_bytes(args.cycles)
+        if avail is not None and need > 0.8 * avail:
+            per = max(1, sim.trace_bytes(1))
+            raise Netlist2TFError(f"--compare-amaranth keeps every cycle's inputs and outputs: {args.cycles:,} cycles x "
+                                  f"{args.batch} instance(s) need about {gigabytes(need)}, more than the "
+                                  f"{gigabytes(avail)} available; give fewer --cycles (about "
+                                  f"{int(0.8 * avail) // per:,} at most) or drop --compare-amaranth")
+    piece = max(1, min(args.cycles, SIM_PIECE_BYTES // max(1, sim.trace_bytes(1, signals=args.vcd is not None))))
+    if args.outputs is not None:
+        _outputs_file_is_ours(args, [p.name for p in sim.output_ports])
+    bar = Progress(args.cycles, "cycle", "sim", min_seconds=2.0)
+    kept, last = [], None
+    t0 = time.perf_counter()
+    with ExitStack() as stack:
+        vcd = out = None
+        if args.vcd is not None:
+            vcd = VCDStream(stack.enter_context(file_writer(args.vcd, option="--vcd")), sim, args.vcd_instance)
+        if args.outputs is not None:
+            out = stack.enter_context(file_writer(args.outputs, option="--outputs"))
+        for start in range(0, args.cycles, piece):
+            trace = sim.run(min(piece, args.cycles - start), stimulus, record_signals=vcd is not None,
+                            progress=lambda k: bar.update(1))
+            if vcd is not None:
+                vcd.add(trace)
+            if out is not None:
+                for k in range(trace.cycles):
+                    out.write(json.dumps({n: [int(x) for x in v[k]] if trace.batch > 1 else int(v[k, 0])
+                                          for n, v in trace.outputs.items()}) + "\n")
+            if args.compare_amaranth:
+                kept.append((trace.inputs, trace.outputs))
+            last = {n: int(v[-1, 0]) for n, v in trace.outputs.items()}
+        if vcd is not None:
+            vcd.close()
+    dt = time.perf_counter() - t0
+    bar.close()
+    print(f"{args.design}: {args.cycles} cycles x {args.batch} instance(s) in {dt:.3f} s "
+          f"({args.cycles * args.batch / max(dt, 1e-9):,.0f} cycles/s, {sim.mode} engine)",
+          file=sys.stderr)
+    if last is not None:
+        print(f"  outputs in the last cycle{' (instance 0)' if args.batch > 1 else ''}: "
+              f"{', '.join(f'{n}={v:#x}' for n, v in last.items())}")
+    if args.vcd is not None:
+        print(f"  waveform: {args.vcd}", file=sys.stderr)
+    if args.compare_amaranth:
+        def joined(part):
+            return {n: np.concatenate([k[part][n] for k in kept]) if kept else np.zeros((0, args.batch))
+                    for n in (kept[0][part] if kept else ())}
+        trace = Trace(args.cycles, args.batch, joined(0), joined(1), {})
+        del kept
         from .reference import run_amaranth
         for lane in range(trace.batch):
             ref = run_amaranth(args.design, {n: v[:, lane] for n, v in trace.inputs.items()},
@@ -129,17 +177,17 @@ def cmd_sim(args) -> int:
 def _outputs_file_is_ours(args, names):
     """An existing --outputs file is replaced only if it holds this design's outputs (a JSON-lines
     file of other ports, such as the stimulus, is the user's), or with --force."""
-    from .outputs import OutputError, first_line
+    from .outputs import OutputError, destination, first_line
 
-    path = Path(args.outputs)
-    if args.force or not path.is_file() or not path.stat().st_size:
+    how, path = destination(args.outputs, "--outputs")
+    if args.force or how != "file" or not path.is_file() or not path.stat().st_size:
         return
     try:
         keys = set(json.loads(first_line(path)))
     except (ValueError, TypeError):
         keys = None
     if keys != set(names):
-        raise OutputError(f"--outputs {path}: the file there is not this design's outputs (its first line has "
+        raise OutputError(f"--outputs {args.outputs}: the file there is not this design's outputs (its first line has "
                           f"{sorted(keys) if keys else 'no ports'}); it is left as it is: choose another path, "
                           f"or add --force to replace it")
 
@@ -197,14 +245,18 @@ def _kept(args):
     return [n.strip() for n in args.keep_outputs.split(",") if n.strip()]
 
 
-def _out_folder(args, kind: str) -> Path:
-    """The --out folder (default BUILD/KIND/DESIGN), checked before any work (netlist2tf.outputs)."""
+def _out_folder(args, where: str, kind: str) -> Path:
+    """The --out folder (default BUILD/WHERE/DESIGN) for a KIND of output, checked before any work
+    (netlist2tf.outputs)."""
     import re
     from .outputs import check_output_folder
     from .paths import build_dir
 
-    out = Path(args.out) if args.out else build_dir(args.build_dir) / kind / re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
-    return check_output_folder(out, "--out", args.force)
+    out = Path(args.out) if args.out is not None else \
+        build_dir(args.build_dir) / where / re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
+    design_file = args.design.partition(":")[0]
+    inputs = [p for p in (design_file, args.target) if p and Path(p).exists()]
+    return check_output_folder(out, "--out", kind, args.force, inputs=inputs, build=args.build_dir)
 
 
 def _settings(args, target):
@@ -223,7 +275,7 @@ def cmd_compile(args) -> int:
     from .emit import emit_checkpoint
     from .plan import plan_model
 
-    out = None if args.check_fit else _out_folder(args, "compiled")
+    out = None if args.check_fit else _out_folder(args, "compiled", "checkpoint")
     result, netlist, target = _compile_inputs(args)
     settings = _settings(args, target)
     t0 = time.perf_counter()
@@ -261,7 +313,7 @@ def cmd_report(args) -> int:
 
     from .report_compare import attach_comparison, old_report
 
-    out = _out_folder(args, "reports")
+    out = _out_folder(args, "reports", "report")
     old, old_name = old_report(args.compare, out, args.design)    # before any work: a bad file fails at once
     result, netlist, target = _compile_inputs(args)
     plan = plan_model(netlist, _settings(args, target))
@@ -285,8 +337,10 @@ def cmd_merge(args) -> int:
                               f"`netlist2tf compile`")
     if args.base and not Path(args.base).is_dir():
         raise Netlist2TFError(f"--base {args.base}: no such folder; give a Qwen3.5 checkpoint folder")
-    out = Path(args.out) if args.out else build_dir(args.build_dir) / "merged" / Path(args.checkpoint).resolve().name
-    check_output_folder(out, "--out", args.force)
+    out = Path(args.out) if args.out is not None else \
+        build_dir(args.build_dir) / "merged" / Path(args.checkpoint).resolve().name
+    check_output_folder(out, "--out", "merged checkpoint", args.force, inputs=(args.checkpoint, args.base),
+                        build=args.build_dir)
     base = args.base or default_base(args.checkpoint, args.build_dir)
     t0 = time.perf_counter()
     info = merge_checkpoints(args.checkpoint, base, out, _dtype(args.dtype) if args.dtype else None,
@@ -335,10 +389,10 @@ def cmd_verify(args) -> int:
 
     from .outputs import check_output_file
 
-    if args.resume and not args.teacher_forced:
+    if args.resume is not None and not args.teacher_forced:
         raise Netlist2TFError("--resume saves the progress of a --teacher-forced check; add --teacher-forced")
-    if args.resume:
-        check_output_file(args.resume, "--resume", "progress", False)
+    if args.resume is not None:
+        check_output_file(args.resume, "--resume", "progress", False, stream=False)
     if not Path(args.checkpoint).is_dir():
         raise Netlist2TFError(f"{args.checkpoint}: no such checkpoint folder; give a folder written by "
                               f"`netlist2tf compile` or `netlist2tf merge`")
@@ -380,19 +434,24 @@ def cmd_verify(args) -> int:
                               f"{args.checkpoint} is not a merged checkpoint (make one with `netlist2tf merge`)")
     else:
         model, protocol, netlist, inits, meta = load_checkpoint(args.checkpoint, _dtype(args.dtype))
+    if args.teacher_forced and args.token_by_token:
+        raise Netlist2TFError("--teacher-forced checks the trace in long forward calls; it cannot "
+                              "be combined with --token-by-token")
+    _check_verify_memory(args, model, protocol)
     t0 = time.perf_counter()
     if args.teacher_forced:
-        if args.token_by_token:
-            raise Netlist2TFError("--teacher-forced checks the trace in long forward calls; it cannot "
-                                  "be combined with --token-by-token")
         div, _ = verify_teacher_forced(model, protocol, netlist, inits, args.cycles, args.batch,
                                        args.seed, meta["initial_memory"], window=args.window,
                                        resume=args.resume)
         mode = "teacher-forced"
     else:
         mode = "token by token" if args.token_by_token else "prefill"
+        from .hardware import Progress
+        bar = Progress(args.cycles, "cycle", f"verify ({mode})", min_seconds=2.0)
         div, _ = verify_model(model, protocol, netlist, inits, args.cycles, args.batch, args.seed,
-                              prefill=not args.token_by_token, initial_memory=meta["initial_memory"])
+                              prefill=not args.token_by_token, initial_memory=meta["initial_memory"],
+                              progress=bar.update)
+        bar.close()
     dt = time.perf_counter() - t0
     if div is not None:
         print(f"DIVERGENCE {div}")
@@ -406,8 +465,34 @@ def cmd_verify(args) -> int:
     return 0
 
 
+def _check_verify_memory(args, model, protocol) -> None:
+    """Refuse, before it starts, a check the machine's memory cannot hold (verify.memory_needed)."""
+    from .hardware import available_memory, gigabytes
+    from .verify import memory_needed
+
+    avail = available_memory()
+    if avail is None or args.executor == "fast":       # the fast executor keeps no growing cache
+        return
+
+    def need(cycles):
+        return memory_needed(model.config, protocol, cycles, args.batch, args.teacher_forced, args.window)
+
+    if need(args.cycles) <= 0.8 * avail:
+        return
+    low, high = 0, args.cycles                          # the most cycles that fit
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if need(mid) <= 0.8 * avail else (low, mid - 1)
+    raise Netlist2TFError(f"--cycles {args.cycles:,}: checking {args.cycles:,} cycles x {args.batch} row(s) "
+                          f"({'teacher-forced' if args.teacher_forced else 'generated'}) needs about "
+                          f"{gigabytes(need(args.cycles))} of memory (the trace and the attention layers' "
+                          f"cache grow with every position), more than the {gigabytes(avail)} available; give "
+                          f"fewer --cycles (about {low:,} at most here)"
+                          + (" or fewer --batch rows" if args.batch > 1 else ""))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from .cliutil import Formatter, Parser, add_version, count
+    from .cliutil import Formatter, Parser, add_version, count, path_arg
 
     ap = Parser(prog="netlist2tf", description="Compile hardware into transformer weights.",
                                  formatter_class=Formatter)
@@ -421,17 +506,17 @@ def build_parser() -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, formatter_class=Formatter)
 
     def design_args(p):
-        p.add_argument("design", help="module.path:Class, path/to/file.py:Class, file.il/.v, or netlist .json")
+        p.add_argument("design", type=path_arg, help="module.path:Class, path/to/file.py:Class, file.il/.v, or netlist .json")
         p.add_argument("--flow", choices=("word", "gate", "lut", "macro"), default="word",
                        help="Yosys mapping: word-level cells, simple gates, 4-LUTs, or 4-LUTs "
                             "with word-level adders/comparators ($alu, the compiler's flow)")
-        p.add_argument("--build-dir", default=None, help=build_help)
+        p.add_argument("--build-dir", type=path_arg, default=None, help=build_help)
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")
         p.add_argument("--force", action="store_true", help=force_help)
 
     p = parser("synth", "Amaranth design -> Yosys JSON netlist (cached under BUILD/synth)")
     design_args(p)
-    p.add_argument("-o", "--output", help="also copy the JSON netlist here")
+    p.add_argument("-o", "--output", type=path_arg, help="also copy the JSON netlist here")
     p.add_argument("--dump", action="store_true", help="print the IR, one line per port/register/memory/cell")
     p.set_defaults(func=cmd_synth)
 
@@ -441,17 +526,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=count(1, 1 << 20, "--batch"), default=1,
                    help="independent instances simulated together")
     p.add_argument("--seed", type=count(0, 2**63 - 1, "--seed"), default=0, help="seed of the random inputs")
-    p.add_argument("--stimulus", help="JSON-lines file of inputs per cycle instead of random ones")
-    p.add_argument("--vcd", help="write a waveform (VCD) of every named signal")
+    p.add_argument("--stimulus", type=path_arg, help="JSON-lines file of inputs per cycle instead of random ones")
+    p.add_argument("--vcd", type=path_arg, help="write a waveform (VCD) of every named signal")
     p.add_argument("--vcd-instance", type=count(0, None, "--vcd-instance"), default=0,
                    help="which batch instance the VCD shows")
-    p.add_argument("--outputs", help="write the outputs of every cycle as JSON lines")
+    p.add_argument("--outputs", type=path_arg, help="write the outputs of every cycle as JSON lines")
     p.add_argument("--compare-amaranth", action="store_true",
                    help="also run Amaranth's simulator on the same inputs and stop at the first difference")
     p.set_defaults(func=cmd_sim)
 
     def compile_args(p, out_help):
-        p.add_argument("design", help="module.path:Class, path/to/file.py:Class or file.il/.v")
+        p.add_argument("design", type=path_arg, help="module.path:Class, path/to/file.py:Class or file.il/.v")
         p.add_argument("--layers", type=count(2, 1024, "--layers"), default=11, help="layers of the compiled model")
         p.add_argument("--chunk-bits", type=count(1, 12, "--chunk-bits"), default=8,
                        help="value bits per trace token (1-12; the vocabulary grows as 2^bits per chunk)")
@@ -461,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="macro: adders, comparisons, shifts and wide reductions as "
                             "threshold-circuit macros, the rest as 4-LUTs; macro6: the same with 6-LUTs "
                             "(shallower, more neurons; the CPU needs it); lut: everything as 4-LUTs")
-        p.add_argument("--target", help="a Qwen3.5 config.json (or its folder), or a published geometry "
+        p.add_argument("--target", type=path_arg, help="a Qwen3.5 config.json (or its folder), or a published geometry "
                             "(qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b): use its per-layer shapes exactly")
         p.add_argument("--keep-outputs", metavar="NAMES",
                        help="comma-separated output ports: emit tokens for these only and drop the logic "
@@ -493,8 +578,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="emit these memories' write data only up to the word's highest non-zero "
                             "chunk: a skipped chunk is written as 0 (exact by construction, no proof; "
                             "the frame then ends on a register token; docs/COMPILER.md 2)")
-        p.add_argument("--out", help=out_help)
-        p.add_argument("--build-dir", default=None, help=build_help)
+        p.add_argument("--out", type=path_arg, help=out_help)
+        p.add_argument("--build-dir", type=path_arg, default=None, help=build_help)
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")
         p.add_argument("--force", action="store_true", help=force_help)
 
@@ -509,14 +594,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = parser("report", "layer-assignment report (JSON + CSV + a searchable HTML page with plots)")
     compile_args(p, "folder (default: BUILD/reports/DESIGN)")
-    p.add_argument("--compare", metavar="OLD_REPORT.json",
+    p.add_argument("--compare", type=path_arg, metavar="OLD_REPORT.json",
                    help="an earlier report of the design (report.json or its folder): print and record what "
                         "changed (layers, neurons, heads, tokens per cycle, critical path, which signals moved); "
                         "without it, a report of the same design already in --out is compared (the last build)")
     p.set_defaults(func=cmd_report)
 
     p = parser("verify", "run a checkpoint with transformers against the netlist simulator")
-    p.add_argument("checkpoint", help="a folder written by `netlist2tf compile` or `netlist2tf merge`")
+    p.add_argument("checkpoint", type=path_arg, help="a folder written by `netlist2tf compile` or `netlist2tf merge`")
     p.add_argument("--cycles", type=count(0, 10**8, "--cycles"), default=100, help="clock cycles to check")
     p.add_argument("--batch", type=count(1, 4096, "--batch"), default=1, help="batch rows (random inputs each)")
     p.add_argument("--seed", type=count(0, 2**63 - 1, "--seed"), default=0, help="seed of the random inputs")
@@ -529,7 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "greedy choice at every generated position (same proof, much faster)")
     p.add_argument("--window", type=count(1, 1 << 20, "--window"), default=1024,
                    help="positions per forward call with --teacher-forced")
-    p.add_argument("--resume", metavar="FILE",
+    p.add_argument("--resume", type=path_arg, metavar="FILE",
                    help="with --teacher-forced: save the check's progress (position and model cache) to "
                         "FILE every few minutes and continue from it when run again with the same "
                         "checkpoint, dtype, cycles, batch, seed and window (FILE is deleted at the end)")
@@ -545,11 +630,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_verify)
 
     p = parser("merge", "a compiled checkpoint's layers in front of a Qwen3.5 checkpoint")
-    p.add_argument("checkpoint", help="a folder written by `netlist2tf compile` (or the CPU's build/cpu-model/...)")
-    p.add_argument("--base", help="a Qwen3.5 checkpoint folder (text-only or the published multimodal "
+    p.add_argument("checkpoint", type=path_arg, help="a folder written by `netlist2tf compile` (or the CPU's build/cpu-model/...)")
+    p.add_argument("--base", type=path_arg, help="a Qwen3.5 checkpoint folder (text-only or the published multimodal "
                                   "layout; default: a small random Qwen3.5 model with the compiled model's "
                                   "shapes, made once under BUILD/base/)")
-    p.add_argument("--out", help="merged checkpoint folder (default: BUILD/merged/NAME)")
+    p.add_argument("--out", type=path_arg, help="merged checkpoint folder (default: BUILD/merged/NAME)")
     p.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                    help="dtype of the merged weights (default: the base's)")
     p.add_argument("--layout", choices=("auto", "shared", "separate"), default="auto",
@@ -557,23 +642,23 @@ def build_parser() -> argparse.ArgumentParser:
                         "about max(compiled, base) + the few channels text must not touch), 'separate' "
                         "side by side (compiled + base); 'auto' (default): shared wherever the compiled "
                         "model allows it (docs/MERGE.md), else separate")
-    p.add_argument("--build-dir", default=None, help=build_help)
+    p.add_argument("--build-dir", type=path_arg, default=None, help=build_help)
     p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(func=cmd_merge)
 
     p = parser("chat", "a chat over a merged CPU checkpoint whose assistant calls the compiled CPU "
                        "(the calc tool) in Qwen3.5's tool-call format")
-    p.add_argument("checkpoint", help="a merged checkpoint of the CPU (`make merge`: build/merged/cpu)")
+    p.add_argument("checkpoint", type=path_arg, help="a merged checkpoint of the CPU (`make merge`: build/merged/cpu)")
     p.add_argument("--message", "-m", action="append", default=None, metavar="TEXT",
                    help="a user message (repeatable); without it, one message per line of standard input")
-    p.add_argument("--assistant", metavar="FILE", default=None,
+    p.add_argument("--assistant", type=path_arg, metavar="FILE", default=None,
                    help="the assistant's replies, scripted: FILE's replies separated by lines that are exactly ---, "
                         "used in order instead of generating them (a random base cannot decide to call)")
     p.add_argument("--engine", choices=("model", "unicorn", "netlist"), default="model",
                    help="where tool calls run (default model: the checkpoint's compiled layers generate the trace)")
     p.add_argument("--executor", choices=("fast", "stock"), default="fast",
                    help="how the model engine runs the compiled layers (default fast: exact, one core)")
-    p.add_argument("--max-new-tokens", type=int, default=256, help="generated tokens per assistant reply")
+    p.add_argument("--max-new-tokens", type=count(1, 1 << 20, "--max-new-tokens"), default=256, help="generated tokens per assistant reply")
     p.set_defaults(func=cmd_chat)
     return ap
 

@@ -58,6 +58,17 @@ def count(low: int = 0, high: int | None = None, what: str = "a number"):
     return parse
 
 
+def path_arg(text: str) -> str:
+    """An argparse type for a file or folder path: never the empty string (which would otherwise mean
+    the current folder, or be taken for "not given")."""
+    if not text:
+        raise argparse.ArgumentTypeError("the path is empty; give a file or folder name")
+    return text
+
+
+path_arg.__name__ = "path"
+
+
 class Interrupted(KeyboardInterrupt):
     def __init__(self, signum):
         super().__init__(signum)
@@ -85,8 +96,12 @@ def run(prog: str, func, args) -> int:
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        print(f"\n{prog}: interrupted ({signal.Signals(signum).name}); nothing half-written was kept",
-              file=sys.stderr)
+        from .outputs import streamed
+        into = streamed()
+        what = (f"{', '.join(into)} received output as it was made (not a regular file: written into, not "
+                f"replaced); every other output is as it was" if into else
+                "nothing half-written was kept: every output is as it was, or whole")
+        print(f"\n{prog}: interrupted ({signal.Signals(signum).name}); {what}", file=sys.stderr)
         return 128 + signum
     except BrokenPipeError:
         sys.stderr.close()

@@ -76,17 +76,19 @@ def netlist_graph(netlist: Netlist, drivers: Drivers | None = None) -> nx.DiGrap
     g = nx.DiGraph()
     for node, attrs, _ in driver_items(netlist):
         g.add_node(node, **attrs)
+    nets = {}                    # (driver, reader) -> its nets in order, as dict keys: linear in a wide bus
     for node, attrs, sig in reader_items(netlist):
         if attrs:
             g.add_node(node, **attrs)
         for n in sig:
             if n in drivers.of:
                 src = drivers.of[n][0]
-                if g.has_edge(src, node):
-                    if n not in g.edges[src, node][N.NETS]:
-                        g.edges[src, node][N.NETS] += (n,)
-                else:
-                    g.add_edge(src, node, **{N.NETS: (n,)})
+                if (src, node) not in nets:
+                    nets[src, node] = {}
+                    g.add_edge(src, node)
+                nets[src, node][n] = None
+    for edge, ns in nets.items():
+        g.edges[edge][N.NETS] = tuple(ns)
     return g
 
 

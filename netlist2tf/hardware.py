@@ -89,6 +89,35 @@ def where_it_runs(device: str, dtype: str, why: str, threads: int) -> str:
             f"{torch.__version__}{kernels}")
 
 
+def available_memory() -> int | None:
+    """Bytes of memory this process can still take: the kernel's MemAvailable, less where a cgroup
+    limit (a container's) leaves less; None where neither can be read."""
+    avail = None
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        pass
+    for limit, used in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                        ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        try:
+            with open(limit) as f:
+                text = f.read().strip()
+            if text == "max":
+                continue
+            with open(used) as f:
+                room = int(text) - int(f.read().strip())
+        except (OSError, ValueError):
+            continue
+        if room < (1 << 50):             # cgroup v1 says "no limit" with a huge number
+            avail = room if avail is None else min(avail, room)
+    return avail
+
+
+def gigabytes(n: float) -> str:
+    return f"{n / 1e9:,.1f} GB" if n >= 1e8 else f"{n / 1e6:,.0f} MB"
+
+
 class Progress:
     """``update(n)`` as work is done; ``close()``. A tqdm bar on a terminal, else a plain line every
     ``every`` seconds: done/total, rate and the remaining time at the rate so far."""

@@ -776,7 +776,8 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     log = log or (lambda msg: None)
     layout_name = layout
     compiled_folder, base_folder, out_folder = Path(compiled_folder), Path(base_folder), Path(out_folder)
-    check_output_folder(out_folder, "--out", force)
+    check_output_folder(out_folder, "--out", "merged checkpoint", force, inputs=(compiled_folder, base_folder),
+                        caches_ok=True)
     if (compiled_folder / "merge.json").is_file():
         raise Netlist2TFError(f"{compiled_folder} is already a merged checkpoint; merge the compiled "
                               f"checkpoint it was made from")
@@ -1028,7 +1029,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         info["sha256"] = seal(tmp, info["sealed"])
         (tmp / "merge.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
 
-    write_folder(out_folder, write, force)
+    write_folder(out_folder, write, "merged checkpoint", force)
     return info
 
 
@@ -1273,7 +1274,7 @@ def make_base(folder, like: dict, hidden_size: int = 256, layers: int = 4, inter
                 write_text_tokenizer(tmp, vocab_size)
         (tmp / "netlist2tf.json").write_text(json.dumps({"made_by": "netlist2tf", "what": "random Qwen3.5 base",
                                                          "recipe": BASE_RECIPE}, sort_keys=True) + "\n")
-    write_folder(folder, write)
+    write_folder(folder, write, "base model")
     return folder
 
 

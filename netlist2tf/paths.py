@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 ENV = "NETLIST2TF_BUILD_DIR"
+# the folders under it that the commands manage themselves (never an --out)
+CACHES = ("synth", "cpu", "cpu-model", "base", "teacher-forced", "fast")
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -558,7 +558,7 @@ def write_report(report: dict, folder, force: bool = False) -> tuple[Path, Path]
     from .outputs import write_folder
 
     folder = Path(folder)
-    write_folder(folder, lambda tmp: _write_report_files(report, tmp), force)
+    write_folder(folder, lambda tmp: _write_report_files(report, tmp), "report", force)
     return folder / "report.json", folder / "report.html"
 
 

@@ -19,6 +19,8 @@ Semantics of each cell follow Yosys ``simlib.v`` / ``simcells.v`` (operands exte
 operation, signed only when both are signed, ...).
 """
 
+import contextlib
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +34,19 @@ from .ir import CONST0, CONST1, CONSTX, Cell, Netlist
 from .validate import check_netlist
 
 U64 = np.uint64
+
+
+@contextlib.contextmanager
+def _any_int_digits():
+    """Lift Python's limit on decimal integer strings (4,300 digits, a guard against untrusted
+    input) inside the block: the simulator's generated code spells a wide signal's constants in
+    decimal, and its source is ours."""
+    was = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        yield
+    finally:
+        sys.set_int_max_str_digits(was)
 
 
 def _mask(w: int) -> int:
@@ -719,12 +734,13 @@ class Simulator:
         prims = _NumpyPrims() if self.mode == "numpy" else _ScalarPrims()
         self._fns = {}
         for trace in (False, True):
-            cg = _Codegen(netlist, prims, self.clock_nets)
-            src = cg.build(g, self.signals, trace)
-            ns = dict(_GENERIC_FUNCS)
-            if self.mode == "numpy":
-                ns.update(_numpy_namespace(batch, prims.consts))
-            exec(compile(src, f"<netlist2tf step {netlist.top}{' traced' if trace else ''}>", "exec"), ns)
+            with _any_int_digits():      # a signal of 14,000+ bits has a mask of 4,300+ decimal digits
+                cg = _Codegen(netlist, prims, self.clock_nets)
+                src = cg.build(g, self.signals, trace)
+                ns = dict(_GENERIC_FUNCS)
+                if self.mode == "numpy":
+                    ns.update(_numpy_namespace(batch, prims.consts))
+                exec(compile(src, f"<netlist2tf step {netlist.top}{' traced' if trace else ''}>", "exec"), ns)
             self._fns[trace] = ns["step"]
         self.source = src
         self.input_ports = tuple(cg.inputs)
@@ -732,6 +748,30 @@ class Simulator:
         self._state_init = cg.state_init
         self.state_names = tuple(cg.state_names)
         self.reset()
+
+    @staticmethod
+    def state_bytes(netlist: Netlist, batch: int) -> int:
+        """About the memory a Simulator of ``batch`` instances holds (registers, memories and one
+        cycle's intermediate values per instance), before it is made: ``sim --batch`` is refused
+        where this is more than the machine has."""
+        words = len(netlist.registers) + sum(m.size for m in netlist.memories)
+        values = words + len(netlist.cells) + len(netlist.ports)
+        wide = any(r.width > 64 for r in netlist.registers) or any(m.width > 64 for m in netlist.memories) \
+            or any(p.width > 64 for p in netlist.ports)
+        return values * batch * (48 if wide and batch > 1 else 8)
+
+    def trace_bytes(self, cycles: int, signals: bool = False) -> int:
+        """About the memory ``run(cycles)`` holds in its Trace (inputs and outputs, and every named
+        signal with ``signals``): the recorded values while it runs and their stacked arrays."""
+        widths = [p.width for p in self.input_ports + tuple(self.output_ports)]
+        if signals:
+            widths += [len(s.bits) for s in self.signals]
+        per_cycle = 0
+        for w in widths:
+            stacked = 8 if w <= 64 else 36 + w // 8
+            running = 100 + 8 * self.batch if self.mode != "scalar" else 36 + w // 8
+            per_cycle += running + stacked * self.batch
+        return cycles * per_cycle
 
     # -- state ---------------------------------------------------------------------------------
     def reset(self):

@@ -37,9 +37,35 @@ class Divergence:
                 f"but {self.simulator:#x} in the netlist simulator")
 
 
+def memory_needed(config, protocol, cycles: int, batch: int, teacher_forced: bool, window: int = 1024) -> int:
+    """About the bytes a check of ``cycles`` cycles x ``batch`` rows holds at its peak, from the
+    model's config and the trace protocol (measured on the counter, 4 layers, float32: 4.4 KB a cycle
+    generated, 29 KB a cycle teacher-forced at 8,000 cycles; the formula's terms are each an upper
+    bound of what they stand for):
+
+    * the trace as Python values: ~60 bytes a token, and the simulator's and the model's records of
+      every cycle (~1.5 KB a row and cycle) when generating;
+    * the full-attention layers' key/value cache, which grows with every position (compiled layers
+      are silent, but transformers computes and keeps them);
+    * teacher-forced: one window's attention scores against every earlier position (positions x
+      window x heads), the largest transient."""
+    tokens = cycles * protocol.tokens_per_cycle + 64
+    item = 2 if str(getattr(config, "dtype", "") or getattr(config, "torch_dtype", "")).endswith("bfloat16") else 4
+    types = list(getattr(config, "layer_types", None) or [])
+    full = sum(t == "full_attention" for t in types)
+    kv = 2 * full * config.num_key_value_heads * getattr(config, "head_dim", 64) * item
+    need = batch * tokens * (60 + kv)
+    if teacher_forced:
+        need += batch * min(window, tokens) * tokens * config.num_attention_heads * 8 * (1 if full else 0)
+    else:
+        need += batch * cycles * 1500
+    return need
+
+
 def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int, batch: int = 1,
-                 seed: int = 0, prefill: bool = True, initial_memory: dict | None = None):
-    """Run both; return (the first Divergence or None, the ModelRun)."""
+                 seed: int = 0, prefill: bool = True, initial_memory: dict | None = None, progress=None):
+    """Run both; return (the first Divergence or None, the ModelRun). ``progress(cycles)`` is called
+    as the model's cycles are done."""
     # The simulator's run, recorded per row: the inputs it got, its outputs, its state after each edge.
     probe = tuple(Port(f"__gate_{i}", "output", protocol.gate_probe(i), False) for i in range(len(protocol.groups)))
     sim = Simulator(dataclasses.replace(netlist, ports=netlist.ports + probe), batch=batch)
@@ -56,7 +82,8 @@ def verify_model(model, protocol, netlist, initial_registers: dict, cycles: int,
             outputs[row][k] = {n: _lane(v, row) for n, v in out.items()}
             regs[row][k] = {n: _lane(v, row) for n, v in state.items() if n.startswith("reg:")}
     run = run_model(model, protocol, initial_registers, inputs, cycles, prefill=prefill,
-                    initial_memory=initial_memory)
+                    initial_memory=initial_memory,
+                    until=None if progress is None else lambda cycle, frames: progress(1) and False)
     for k in range(cycles):
         for row in range(batch):
             gates = protocol.presence([outputs[row][k].pop(f"__gate_{i}") for i in range(len(protocol.groups))])
@@ -157,7 +184,9 @@ def verify_teacher_forced(model, protocol, netlist, initial_registers: dict, cyc
     log = log or (lambda msg: print(msg, file=sys.stderr))
     cache, first = None, 0
     if resume is not None:
-        resume = Path(resume)
+        from .outputs import check_output_file
+        check_output_file(resume, "--resume", "progress", stream=False)    # never a file that is not ours
+        resume = Path(os.path.realpath(resume))     # a symlink's target holds the progress
         key = None                   # hashing ~1 GB of weights takes seconds: only when it is needed
         if resume.is_file():
             key = _fingerprint(model, rows, generated, window)
@@ -221,22 +250,34 @@ def _fingerprint(model, rows, generated, window: int) -> str:
 
 def _save_progress(path: Path, key: str, start: int, n: int, cache) -> None:
     """Atomically write the check's progress: positions before ``start`` were checked; ``cache`` is
-    the model's cache after them (every layer's state, as plain tensors and values)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    the model's cache after them (every layer's state, as plain tensors and values). The file is
+    ``outputs.PROGRESS_MAGIC`` then torch.save's bytes: a file without that line is not ours."""
+    import io
+
+    from .outputs import PROGRESS_MAGIC, write_file
+
     state = {"version": _PROGRESS_VERSION, "key": key, "start": start, "positions": n,
              "layers": [(type(layer).__name__, vars(layer)) for layer in cache.layers]}
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(state, tmp)
-    os.replace(tmp, path)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    write_file(path, PROGRESS_MAGIC + buf.getvalue(), "--resume")
 
 
 def _load_progress(path: Path, key: str, model, log):
     """(cache, first window start) saved by an earlier call with the same fingerprint, else (None, 0)."""
     from transformers.cache_utils import DynamicCache
 
+    import io
+
+    from .outputs import PROGRESS_MAGIC
+
     try:
-        state = torch.load(path, map_location=next(model.parameters()).device, weights_only=True)
-    except Exception as exc:                    # a torn or foreign file: start over, never trust it
+        data = path.read_bytes()
+        if not data.startswith(PROGRESS_MAGIC):
+            raise ValueError("not a progress file")     # refused before any work (cli); a library caller's
+        state = torch.load(io.BytesIO(data[len(PROGRESS_MAGIC):]),
+                           map_location=next(model.parameters()).device, weights_only=True)
+    except Exception as exc:                    # a torn file of ours: start over, never trust it
         log(f"ignoring the saved teacher-forced progress {path}: unreadable ({exc.__class__.__name__})")
         return None, 0
     if not isinstance(state, dict) or state.get("version") != _PROGRESS_VERSION or state.get("key") != key:

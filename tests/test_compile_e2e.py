@@ -317,7 +317,12 @@ def test_teacher_forced_resumes(checkpoints, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         verify_teacher_forced(_StopAfter(model, 3), *args, window=64, resume=saved, save_every=0,
                               log=logs.append)
-    state = torch.load(saved, weights_only=True)
+    import io
+
+    from netlist2tf.outputs import PROGRESS_MAGIC, OutputError
+    data = saved.read_bytes()
+    assert data.startswith(PROGRESS_MAGIC)
+    state = torch.load(io.BytesIO(data[len(PROGRESS_MAGIC):]), weights_only=True)
     assert state["start"] == 128 and len(state["layers"]) == model.config.num_hidden_layers
     # another window size: the saved progress does not apply (the forward would be chunked differently)
     broken = tmp_path / "broken.pt"
@@ -327,7 +332,9 @@ def test_teacher_forced_resumes(checkpoints, tmp_path):
     # a corrupted register state in layer 0's saved cache: the resumed check must notice
     kind, layer0 = state["layers"][0]
     layer0["recurrent_states"] = {k: torch.zeros_like(v) for k, v in layer0["recurrent_states"].items()}
-    torch.save(state, broken)
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    broken.write_bytes(PROGRESS_MAGIC + buf.getvalue())
     div, pos = verify_teacher_forced(model, *args, window=64, resume=broken, log=logs.append)
     assert div is not None and pos > 128 and "resuming" in logs[-1]
     # the real saved progress: resumed at position 128, same result as one uninterrupted run
@@ -340,6 +347,13 @@ def test_teacher_forced_resumes(checkpoints, tmp_path):
         model.lm_head.weight[0, 0] += 1.0
     verify_teacher_forced(model, *args, window=64, resume=saved, log=logs.append)
     assert "another model" in logs[-1]
+    # a file that is not ours (torch.save's own zip, without our first line) is refused and kept
+    foreign = tmp_path / "thesis.pt"
+    torch.save({"chapter": 1}, foreign)
+    before = foreign.read_bytes()
+    with pytest.raises(OutputError, match="did not write"):
+        verify_teacher_forced(model, *args, window=64, resume=foreign)
+    assert foreign.read_bytes() == before
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
