@@ -8,8 +8,9 @@ quiet, progress shown honestly.
   exact in both, so this is a speed choice only; the reason is returned for the command to print.
 * ``quiet_transformers()``: no weight-loading bars, and transformers' note that its DeltaNet kernels
   fall back to the reference PyTorch path (true of every CPU run: our CLIs say it once instead).
-* ``Progress``: a tqdm bar on a terminal; when stderr is not a terminal (a log, CI), one plain line
-  every ``every`` seconds with the same figures (no carriage returns).
+* ``Progress``: a tqdm bar on a terminal (after ``min_seconds``); when stderr is not a terminal (a log,
+  CI), one plain line after 10 s and then every ``every`` seconds with the same figures (no carriage
+  returns).
 """
 
 import logging
@@ -138,7 +139,8 @@ class Progress:
             self.bar.update(n)
             return
         now = time.perf_counter()
-        if now - self.last >= self.every:
+        # the first line after 10 s (a run that long deserves a word), then one every ``every``
+        if now - self.last >= (min(self.every, 10.0) if self.last == self.t0 else self.every):
             self.last = now
             print(self.line(now), file=self.file, flush=True)
 
