@@ -80,7 +80,7 @@ def cmd_sim(args) -> int:
     import numpy as np
 
     from .hardware import Progress, available_memory, gigabytes
-    from .outputs import check_output_file, file_writer
+    from .outputs import check_output_file, destination, file_writer
     from .sim import FileStimulus, RandomStimulus, Simulator, Trace
     from .waveform import VCDStream
 
@@ -88,6 +88,9 @@ def cmd_sim(args) -> int:
         check_output_file(args.vcd, "--vcd", "vcd", args.force)
     if args.outputs is not None:
         check_output_file(args.outputs, "--outputs", "jsonl", args.force)
+    if args.vcd is not None and args.outputs is not None and destination(args.vcd, "--vcd")[0] == "file" and \
+            destination(args.vcd, "--vcd") == destination(args.outputs, "--outputs"):   # a device may take both
+        raise Netlist2TFError(f"--vcd {args.vcd} and --outputs {args.outputs} are the same file; give two paths")
     if args.stimulus is not None and not args.stimulus:
         raise Netlist2TFError("--stimulus '': the path is empty; give a JSON-lines file of inputs")
     if args.vcd_instance >= args.batch:

@@ -401,6 +401,8 @@ CASES = [
          lambda tmp, env: os.symlink(tmp / "waves" / "w.vcd", tmp / "link"), rc=0,
          after=lambda tmp: (os.path.islink(tmp / "link") or pytest.fail("the symlink was replaced"),
                             (tmp / "waves" / "w.vcd").read_text().startswith("$date (netlist2tf)") or pytest.fail())),
+    Case("sim-vcd-and-outputs-the-same-file", COUNTER + ["--vcd", "{tmp}/w", "--outputs", "{tmp}/link"],
+         "are the same file", lambda tmp, env: os.symlink(tmp / "w", tmp / "link")),
     Case("sim-vcd-symlink-loop", COUNTER + ["--vcd", "{tmp}/loop"], "--vcd",
          lambda tmp, env: (os.symlink(tmp / "loop2", tmp / "loop"), os.symlink(tmp / "loop", tmp / "loop2"))),
     # 46.2 a resume file that is not ours is refused and kept
