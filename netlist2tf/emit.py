@@ -100,7 +100,8 @@ def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.f
                 "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
-    return write_folder(Path(folder), write, "checkpoint", force)
+    size = sum(p.numel() for p in compiled.model.parameters()) * torch.empty((), dtype=dtype).element_size()
+    return write_folder(Path(folder), write, "checkpoint", force, size=size)
 
 
 def read_meta(folder, what="compile.json") -> dict:

@@ -1029,7 +1029,8 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
         info["sha256"] = seal(tmp, info["sealed"])
         (tmp / "merge.json").write_text(json.dumps(info, indent=1, sort_keys=True) + "\n")
 
-    write_folder(out_folder, write, "merged checkpoint", force)
+    write_folder(out_folder, write, "merged checkpoint", force,
+                 size=sum(t.numel() * t.element_size() for t in weights.values()))
     return info
 
 

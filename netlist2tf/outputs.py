@@ -458,18 +458,39 @@ def write_file(path, data: str | bytes, option: str = "output") -> Path:
     return Path(path)
 
 
-def write_folder(folder, write, kind: str, force: bool = False) -> Path:
+def check_room(path, need: int, option: str = "output") -> None:
+    """The disk that will hold ``path`` has room for ``need`` more bytes (with 5 % and 64 MB to
+    spare): refused before the write starts instead of filling the disk half-way (a full disk would
+    leave the old output whole, but only after minutes of work and with the disk full meanwhile)."""
+    from .hardware import gigabytes
+
+    where = Path(os.path.realpath(path))
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return
+    if need * 1.05 + (64 << 20) > free:
+        raise OutputError(f"{option} {path}: the output needs about {gigabytes(need)} and the disk holding {where} has "
+                          f"{gigabytes(free)} free (the new output is written whole before the old one goes); "
+                          f"free some space or choose a path on another disk")
+
+
+def write_folder(folder, write, kind: str, force: bool = False, size: int | None = None) -> Path:
     """``write(tmp)`` fills a new folder beside ``folder`` (a symlink is followed to its target),
     which then takes its place atomically.
 
     The old folder (if any) must be of the same ``kind``, empty, or ``force``d
-    (``check_output_folder``); it is renamed aside, the new one renamed in (signals held back in
+    (``check_output_folder``); ``size`` (bytes, about) must fit on the disk (``check_room``); it is renamed aside, the new one renamed in (signals held back in
     between), and only then removed. A failure or an interruption during ``write`` leaves the old
     folder as it was and removes the half-written one."""
     check_output_folder(folder, "output folder", kind, force, caches_ok=True)
     folder = Path(os.path.realpath(folder))
     folder.parent.mkdir(parents=True, exist_ok=True)
     recover(folder)
+    if size is not None:
+        check_room(folder, size, "output folder")
     tmp = None
     try:
         with _signals_deferred():       # an interrupt between mkdir and the assignment would lose it

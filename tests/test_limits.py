@@ -125,3 +125,21 @@ def test_an_output_on_a_descriptor_is_written_into(tmp_path, build_dir):
     assert proc.wait(timeout=120) == 0, proc.stderr.read()
     rows = [json.loads(line) for line in data.decode().splitlines()]
     assert len(rows) == 4 and set(rows[0]) == {"count", "wrap"}
+
+
+def test_a_folder_the_disk_cannot_hold_is_refused_before_it_is_written(tmp_path):
+    """write_folder with a size the disk has no room for stops before writing anything (the old
+    folder stays, nothing is left beside it); a size that fits is written."""
+    import shutil
+
+    from netlist2tf.outputs import OutputError, write_folder
+
+    def write(tmp):
+        (tmp / "compile.json").write_text('{"format": 1, "chunk_bits": 8}')
+    write_folder(tmp_path / "ck", write, "checkpoint", size=1000)
+    before = (tmp_path / "ck" / "compile.json").read_bytes()
+    free = shutil.disk_usage(tmp_path).free
+    with pytest.raises(OutputError, match="free some space"):
+        write_folder(tmp_path / "ck", lambda tmp: pytest.fail("written"), "checkpoint", size=free + (1 << 30))
+    assert (tmp_path / "ck" / "compile.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]
