@@ -111,8 +111,11 @@ def load_program(path, ram_size=DEFAULT_RAM_SIZE, compiler=None, opt="-O2", zba=
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{path} is a folder; give a C source file (.c) or an ELF executable")
-    if not path.is_file():
+    if not path.exists():
         raise InputError(f"{path}: no such file")
+    if not path.is_file():
+        raise InputError(f"{path}: is not a regular file (a device or a pipe); give a C source file (.c) or an "
+                         f"ELF executable")
     if path.suffix.lower() in (".cpp", ".cc", ".cxx", ".c++", ".s", ".asm", ".rs", ".h", ".o", ".a"):
         raise InputError(f"{path}: {path.suffix} files are not accepted; give one C source file (.c) or a "
                          f"linked RV32 ELF executable")
@@ -134,29 +137,19 @@ def read_input(where: str, limit: int) -> bytes:
     """The bytes of ``--input``: a file (a device or a pipe too), or standard input for ``-``, read in
     pieces and refused as soon as it is longer than ``limit`` bytes (the room the program's RAM has
     for it): an endless stream (``< /dev/zero``) is one clear error, not a machine out of memory."""
+    from netlist2tf.inputs import read_limited
+
     name = "standard input" if where == "-" else where
+    if where != "-" and Path(where).is_dir():
+        raise InputError(f"--input {where}: a folder; give a file (or - for standard input)")
     try:
-        if where == "-":
-            f = open(sys.stdin.fileno(), "rb", buffering=0, closefd=False)
-        else:
-            if Path(where).is_dir():
-                raise InputError(f"--input {where}: a folder; give a file (or - for standard input)")
-            f = open(where, "rb", buffering=0)
-        with f:
-            chunks, size = [], 0
-            while True:
-                piece = f.read(min(1 << 16, limit + 1 - size))
-                if not piece:
-                    break
-                chunks.append(piece)
-                size += len(piece)
-                if size > limit:
-                    raise InputError(f"--input {where}: {name} is longer than the {limit:,} bytes the program's RAM has "
-                                     f"room for (after its code and data, before its stack); give a shorter input "
-                                     f"or a larger --ram-size")
+        with (open(sys.stdin.fileno(), "rb", buffering=0, closefd=False) if where == "-"
+              else open(where, "rb", buffering=0)) as f:
+            return read_limited(f, limit, f"--input {where}: {name}",
+                                f"the program's RAM has room for {limit:,} (after its code and data, before its "
+                                f"stack): give a shorter input or a larger --ram-size")
     except OSError as e:
         raise InputError(f"--input {where}: cannot read it: {e.strerror or e}") from None
-    return b"".join(chunks)
 
 
 def program_input(image, data: bytes, ram_size: int, program="the program"):

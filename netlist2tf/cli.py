@@ -671,10 +671,8 @@ def cmd_chat(args) -> int:
 
     script = None
     if args.assistant:
-        try:
-            text = Path(args.assistant).read_text()
-        except OSError as exc:
-            raise Netlist2TFError(f"--assistant {args.assistant}: cannot read it: {exc.strerror or exc}") from None
+        from .inputs import MAX_SMALL_TEXT_BYTES, read_text
+        text = read_text(args.assistant, f"--assistant {args.assistant}", MAX_SMALL_TEXT_BYTES)
         import re
         script = iter([r.strip("\n") for r in re.split(r"(?m)^---$", text) if r.strip()])
 
@@ -686,7 +684,11 @@ def cmd_chat(args) -> int:
 
     chat = Chat(Path(args.checkpoint), assistant=scripted if script else None, engine=args.engine,
                 executor=args.executor, max_new_tokens=args.max_new_tokens)
-    messages = args.message if args.message is not None else (line.rstrip("\n") for line in sys.stdin)
+    if args.message is not None:
+        messages = args.message
+    else:                                   # one message a line, each line bounded (inputs.lines)
+        from .inputs import lines
+        messages = (line.rstrip("\n") for _, line in lines(sys.stdin.buffer, "standard input"))
     for message in messages:
         if not message.strip():
             continue

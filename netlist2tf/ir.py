@@ -681,9 +681,11 @@ def _memory(name, params, conns, src, r) -> Memory:
 
 def load_netlist(path) -> Netlist:
     """Read and parse a Yosys JSON file. Raises NetlistFormatError (also for unreadable files)."""
+    from .errors import Netlist2TFError
+    from .inputs import read_text
+
     try:
-        with open(path) as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise NetlistFormatError(f"cannot read netlist {path}: {exc}")
+        text = read_text(path, f"netlist {path}")
+    except Netlist2TFError as exc:
+        raise NetlistFormatError(f"cannot read {exc}") from None
     return parse_netlist(text, str(path))

@@ -31,11 +31,13 @@ def load_report(path) -> dict:
     path = Path(path)
     if path.is_dir():
         path = path / "report.json"
-    try:
-        report = json.loads(path.read_text())
-    except FileNotFoundError:
+    from .inputs import read_text
+
+    if not path.exists():
         raise Netlist2TFError(f"--compare {path}: no such file; give the report.json of an earlier "
                               f"`netlist2tf report` (or its folder)")
+    try:
+        report = json.loads(read_text(path, f"--compare {path}"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise Netlist2TFError(f"--compare {path}: not a readable JSON file ({exc}); give the report.json of "
                               f"an earlier `netlist2tf report`")

@@ -20,6 +20,7 @@ operation, signed only when both are signed, ...).
 """
 
 import contextlib
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -655,32 +656,61 @@ class CallbackStimulus(Stimulus):
 class FileStimulus(Stimulus):
     """Inputs from a JSON-lines file: line k is an object giving cycle k's changed inputs,
     ``{"port": value}`` or ``{"port": [v0, v1, ...]}`` per instance. After the last line inputs
-    hold their values. Blank lines and lines starting with ``#`` are skipped."""
+    hold their values. Blank lines and lines starting with ``#`` are skipped.
+
+    The file is read as the run goes (a line at a time, each at most ``inputs.MAX_LINE_BYTES``), so a
+    stimulus of any length, or a pipe, costs no memory; a regular file of up to ``CHECK_FIRST`` bytes
+    is also read through once at the start, so that a bad line is reported before any cycle runs."""
+
+    CHECK_FIRST = 64 << 20
 
     def __init__(self, path):
-        import json
+        from .inputs import is_regular
         self.path = str(path)
-        self.rows = []
+        self._open()
+        if is_regular(path) and os.path.getsize(path) <= self.CHECK_FIRST:
+            for _ in self._rows:
+                pass
+            self._open()
+
+    def _open(self):
         try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StimulusError(f"cannot read stimulus file {path}: {exc}; give a UTF-8 JSON-lines file")
-        for lineno, line in enumerate(lines, 1):
-            if not line.strip() or line.lstrip().startswith("#"):
-                continue
+            f = open(self.path, "rb")
+        except OSError as exc:
+            raise StimulusError(f"cannot read stimulus file {self.path}: {exc.strerror or exc}; give a UTF-8 "
+                                f"JSON-lines file") from None
+        self._rows, self._next, self._row = self._parse(f), 0, None
+
+    def _parse(self, f):
+        import json
+
+        from .errors import Netlist2TFError
+        from .inputs import lines
+        with f:
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise StimulusError(f"{path}:{lineno}: not JSON ({exc.msg}); each line must be an "
-                                    f'object like {{"a": 3, "b": [1, 2]}}')
-            if not isinstance(row, dict):
-                raise StimulusError(f"{path}:{lineno}: each line must be a JSON object of port values")
-            self.rows.append((lineno, row))
+                for lineno, line in lines(f, f"stimulus file {self.path}"):
+                    if not line.strip() or line.lstrip().startswith("#"):
+                        continue
+                    try:
+                        row = json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise StimulusError(f"{self.path}:{lineno}: not JSON ({exc.msg}); each line must be an "
+                                            f'object like {{"a": 3, "b": [1, 2]}}') from None
+                    if not isinstance(row, dict):
+                        raise StimulusError(f"{self.path}:{lineno}: each line must be a JSON object of port values")
+                    yield lineno, row
+            except Netlist2TFError as exc:
+                raise StimulusError(str(exc)) from None
 
     def values(self, cycle, sim):
-        if cycle >= len(self.rows):
+        if cycle < self._next - 1:                  # asked again from an earlier cycle: read again
+            self._open()
+        while self._next <= cycle:
+            self._row = next(self._rows, None)
+            self._next += 1
+        if self._row is None:
             return {}
-        lineno, row = self.rows[cycle]
+        lineno, row = self._row
         try:
             sim.check_inputs(row)
         except StimulusError as exc:

@@ -112,12 +112,13 @@ class Target:
             path = geometry_path(str(path))
         elif path.is_dir():
             path = path / "config.json"
+        from .inputs import MAX_SMALL_TEXT_BYTES, read_text
+
+        if not path.exists():
+            raise Netlist2TFError(f"cannot read target config {path}: no such file; give a Qwen3.5 config.json, a "
+                                  f"checkpoint folder or a published geometry ({', '.join(geometries())})")
         try:
-            doc = json.loads(path.read_text())
-        except OSError as exc:
-            hint = "" if path.exists() else (f"; give a Qwen3.5 config.json, a checkpoint folder or a published "
-                                            f"geometry ({', '.join(geometries())})")
-            raise Netlist2TFError(f"cannot read target config {path}: {exc.strerror or exc}{hint}")
+            doc = json.loads(read_text(path, f"target config {path}", MAX_SMALL_TEXT_BYTES))
         except json.JSONDecodeError as exc:
             raise Netlist2TFError(f"target config {path} is not JSON ({exc.msg} at line {exc.lineno})")
         text = doc.get("text_config", doc) if isinstance(doc, dict) else None

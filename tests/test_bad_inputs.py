@@ -453,9 +453,17 @@ CASES = [
     Case("sim-outputs-over-a-data-file", COUNTER + ["--outputs", "{tmp}/data.jsonl"], "did not write",
          _write("data.jsonl", '{"name": "run 1", "loss": 0.25}\n'), after=_same_bytes("data.jsonl")),
     # 46.6 input bounded by the RAM it must fit in
-    Case("cpu-input-endless-device", ["run", "{tmp}/x.c", "--input", "{tmp}/zero"], "is longer than the",
+    Case("cpu-input-endless-device", ["run", "{tmp}/x.c", "--input", "{tmp}/zero"], "is longer than",
          lambda tmp, env: (_device("zero", 1, 5)(tmp, env), _write("x.c", "int main(void){return 0;}\n")(tmp, env)),
          prog="cpu"),
+    Case("sim-stimulus-endless-device", COUNTER + ["--stimulus", "{tmp}/zero"], "line 1 is longer than",
+         _device("zero", 1, 5)),
+    Case("chat-assistant-endless-device", ["chat", "{tmp}/m", "--assistant", "{tmp}/zero"], "is longer than",
+         _device("zero", 1, 5)),
+    Case("compile-target-endless-device", ["compile", "hdl.examples.counter:Counter", "--target", "{tmp}/zero"],
+         "is longer than", _device("zero", 1, 5)),
+    Case("cpu-run-a-device", ["run", "{tmp}/zero.c"], "is not a regular file",
+         lambda tmp, env: _device("zero.c", 1, 5)(tmp, env), prog="cpu"),
     Case("cpu-input-empty-path", ["run", "{tmp}/x.c", "--input", ""], "the path is empty",
          _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
     # 46.7 sizes the machine cannot hold are refused before they start
@@ -633,11 +641,11 @@ import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)   # even if the test's process ignores SIGINT
 import netlist2tf.outputs as outputs
 plain = outputs.write_folder
-def slow(folder, write, kind, force=False):
+def slow(folder, write, kind, force=False, **kw):
     def write_slowly(tmp):
         write(tmp)
         time.sleep(2.0)
-    return plain(folder, write_slowly, kind, force)
+    return plain(folder, write_slowly, kind, force, **kw)
 outputs.write_folder = slow
 from netlist2tf import cli
 sys.exit(cli.main(sys.argv[1:]))

@@ -43,11 +43,11 @@ def write(self, data):
 outputs._Named.write = write
 
 plain_folder = outputs.write_folder
-def write_folder(folder, write, kind, force=False):
+def write_folder(folder, write, kind, force=False, **kw):
     def write_then_stop(tmp):
         write(tmp)
         stop_here()
-    return plain_folder(folder, write_then_stop, kind, force)
+    return plain_folder(folder, write_then_stop, kind, force, **kw)
 outputs.write_folder = write_folder
 
 prog, argv = sys.argv[1], sys.argv[2:]
