@@ -14,17 +14,28 @@ What each side does:
   template renders as ``<tool_response>`` in a user turn; then generation continues.
 
 Everything the call gets wrong (unknown tool or parameter, unparsable markup, a bad expression, a
-program past its step budget, an input longer than RAM) comes back as an ``error: ...`` tool response;
-the conversation goes on.
+program past its step budget or its time limit, an input longer than RAM) comes back as an
+``error: ...`` tool response; the conversation goes on.
+
+A tool call runs at most ``time_limit`` seconds of wall-clock time (default 60: what a conversation
+can wait for; the engine is stopped in the middle of its run) and ``max_steps`` instructions (default
+100,000: about 100 s of the model engine's default fast executor on the 2-core development machine,
+~1,000 instructions/s, `bench/tool_rate.py`; so there the clock stops a model call first, and the step
+budget stops the same calls on every engine and on faster hosts).
 """
 
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from netlist2tf.errors import Netlist2TFError
 
+from .machine import Halt
 from .tools import TOOLS, ToolRun, run_tool
+
+TOOL_TIME_LIMIT = 60.0          # seconds of wall-clock time per tool call
+TOOL_MAX_STEPS = 100_000        # instructions per tool call
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _FUNCTION = re.compile(r"\s*<function=([^>\n]*)>(.*?)</function>\s*\Z", re.S)
@@ -72,7 +83,14 @@ class Chat:
     with a scripted assistant and tool calls on unicorn or the netlist, any folder with a tokenizer).
     ``assistant``: a function (messages, prompt text) -> the assistant's reply text, instead of the
     model's own generation; ``engine``: where tool calls run ("model": the checkpoint's compiled
-    layers; "unicorn"/"netlist" for comparison); ``system``: an optional system message."""
+    layers; "unicorn"/"netlist" for comparison); ``system``: an optional system message;
+    ``time_limit``: the seconds of wall-clock time a tool call may run (None: no limit), from the
+    program's first cycle (loading the model before the first call does not count); ``max_steps``:
+    the instructions it may run (None: the tool's own budget, ``Tool.max_steps``). A call stopped by
+    either comes back as an ``error: ...`` response that says which limit, and how to raise it
+    (``LIMIT_HINTS``)."""
+    LIMIT_HINTS: ClassVar[dict] = {Halt.TIME_LIMIT: "raise --tool-time-limit to let it run longer",
+                                   Halt.STEP_LIMIT: "raise --tool-max-steps to let it run longer"}
     folder: Path
     assistant: object = None
     engine: str = "model"
@@ -81,6 +99,8 @@ class Chat:
     max_rounds: int = 8
     system: str | None = None
     use_tools: bool = True                            # False: the same chat with no tool declared
+    time_limit: float | None = TOOL_TIME_LIMIT
+    max_steps: int | None = TOOL_MAX_STEPS
     messages: list = field(default_factory=list)
     runs: list = field(default_factory=list)          # ToolRun of every call, in order
 
@@ -88,6 +108,11 @@ class Chat:
         from transformers import AutoTokenizer
 
         self.folder = Path(self.folder)
+        if self.time_limit is not None and not self.time_limit > 0:
+            raise Netlist2TFError(f"a tool call's time limit must be more than 0 seconds (or None: no limit), "
+                                  f"not {self.time_limit}")
+        if self.max_steps is not None and not self.max_steps >= 1:
+            raise Netlist2TFError(f"a tool call's step budget must be at least 1 instruction, not {self.max_steps}")
         if (self.engine == "model" or not self.assistant) and not (self.folder / "merge.json").is_file():
             raise Netlist2TFError(f"{self.folder} is not a merged checkpoint (no merge.json): make one with "
                                   f"`netlist2tf merge` (`make merge`: build/merged/cpu)")
@@ -153,9 +178,13 @@ class Chat:
             return ToolRun(tool.name, f"error: {what}; {tool.name} takes {tool.parameter!r}", False, self.engine)
         from .model_engine import MODEL_RAM_SIZE
         # the compiled model's RAM on every engine, so that they give the same answers and errors
-        return run_tool(tool, call.arguments[tool.parameter], self.engine, ram_size=MODEL_RAM_SIZE,
-                        checkpoint=self.folder if self.engine == "model" else None, executor=self.executor,
-                        log=lambda msg: None)
+        run = run_tool(tool, call.arguments[tool.parameter], self.engine, ram_size=MODEL_RAM_SIZE,
+                       max_steps=self.max_steps, checkpoint=self.folder if self.engine == "model" else None,
+                       executor=self.executor, log=lambda msg: None, time_limit=self.time_limit)
+        hint = self.LIMIT_HINTS.get(run.halt.kind) if run.halt else None
+        if hint:
+            run.output += f"; {hint}"
+        return run
 
     def send(self, text: str) -> str:
         """Add a user message and let the assistant answer, running its tool calls, until it answers

@@ -19,6 +19,7 @@ build/cpu-model/, 16 KiB of RAM by default), run with stock transformers.
 """
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -143,8 +144,9 @@ def read_input(where: str, limit: int) -> bytes:
     if where != "-" and Path(where).is_dir():
         raise InputError(f"--input {where}: a folder; give a file (or - for standard input)")
     try:
-        with (open(sys.stdin.fileno(), "rb", buffering=0, closefd=False) if where == "-"
-              else open(where, "rb", buffering=0)) as f:
+        if where == "-":
+            stdin = getattr(sys.stdin, "buffer", None) or open(sys.stdin.fileno(), "rb", closefd=False)
+        with (contextlib.nullcontext(stdin) if where == "-" else open(where, "rb", buffering=0)) as f:
             return read_limited(f, limit, f"--input {where}: {name}",
                                 f"the program's RAM has room for {limit:,} (after its code and data, before its "
                                 f"stack): give a shorter input or a larger --ram-size")

@@ -91,11 +91,14 @@ class Retire:
 
 @dataclass(frozen=True, slots=True)
 class Halt:
-    """Why the machine stopped. ``kind`` is EXIT, EBREAK, TRAP or STEP_LIMIT."""
+    """Why the machine stopped. ``kind`` is EXIT, EBREAK, TRAP, STEP_LIMIT or TIME_LIMIT (a run given a
+    wall-clock limit, ``time_limit``, that was still running when it passed: stopped before the
+    instruction at ``pc``)."""
     EXIT = "exit"
     EBREAK = "ebreak"
     TRAP = "trap"
     STEP_LIMIT = "step-limit"
+    TIME_LIMIT = "time-limit"
 
     kind: str
     pc: int
@@ -109,6 +112,8 @@ class Halt:
             return f"ebreak at pc {self.pc:#010x} (a0 = {self.exit_code})"
         if self.kind == Halt.TRAP:
             return f"trap: {TRAP_NAMES.get(self.cause, f'cause {self.cause}')} at pc {self.pc:#010x}"
+        if self.kind == Halt.TIME_LIMIT:
+            return f"stopped at the time limit at pc {self.pc:#010x}"
         return f"stopped after the step limit at pc {self.pc:#010x}"
 
 

@@ -418,12 +418,17 @@ def _model_for(images: list, ram_size: int, dtype, build_dir, log, checkpoint=No
 
 def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int = 1_000_000,
                     trace: bool = True, dtype=None, prefill: bool = True, build_dir=None,
-                    log=None, checkpoint=None, executor: str = "stock", text_prefix: int = 0) -> list:
+                    log=None, checkpoint=None, executor: str = "stock", text_prefix: int = 0,
+                    time_limit: float | None = None) -> list:
     """Run programs on the compiled CPU, one batch row each, until every one halts or retires
     ``max_steps`` instructions. Returns one RunResult per image, with three more attributes:
     ``tokens`` (generated for that row), ``prompt_tokens`` and ``checkpoint`` (the folder).
-    ``checkpoint``: run this folder instead of the cached build (``load_model``)."""
-    from netlist2tf.host import run_model
+    ``checkpoint``: run this folder instead of the cached build (``load_model``). ``time_limit``:
+    seconds of wall-clock time from the prompt's first token (loading the model is before), looked at
+    after every generated frame (cycle) and between pieces of the prompt (stock transformers feed it
+    in pieces then: netlist2tf.host.run_model's ``stop``); past it, every row still running stops with
+    ``Halt.TIME_LIMIT`` at its next instruction."""
+    from netlist2tf.host import RunStopped, run_model
 
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
                                                                checkpoint, executor, text_prefix)
@@ -440,28 +445,42 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
             if dec.halt is None:
                 dec.feed(frame)
         bar.update(1)
+        if deadline is not None and time.perf_counter() >= deadline:
+            for dec in decoders:
+                dec.stop(Halt.TIME_LIMIT)
         return all(dec.halt is not None for dec in decoders)
+
+    def late():
+        return time.perf_counter() >= deadline
 
     inputs = [_Repeat({"rst": 0}, limit)] * B      # the same inputs every cycle, without a huge list
     t0 = time.perf_counter()
+    deadline = None if time_limit is None else t0 + time_limit
+    run = None
     try:
         run = run_model(model, protocol, inits, inputs, limit, prefill=prefill,
-                        initial_memory=[{"ram": img.words()} for img in images], until=until)
+                        initial_memory=[{"ram": img.words()} for img in images], until=until,
+                        stop=late if deadline is not None else None)
+    except RunStopped:                   # the time was up before the prompt was in: no instruction ran
+        for dec in decoders:
+            dec.stop(Halt.TIME_LIMIT)
     except Netlist2TFError as exc:
         from netlist2tf.fast import FastInexact
         if not isinstance(exc, FastInexact):
             raise
         bar.close()
         (log or (lambda msg: print(msg, file=sys.stderr)))(f"cpu: model: {exc}; running again with stock transformers")
-        return run_model_batch(images, ram_size, max_steps, trace, dtype, prefill, build_dir, log, checkpoint)
+        left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+        return run_model_batch(images, ram_size, max_steps, trace, dtype, prefill, build_dir, log, checkpoint,
+                               time_limit=left)
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
     results = []
     for row, dec in enumerate(decoders):
         r = dec.result(seconds)
-        r.tokens = sum(run.frame_tokens[row])
-        r.prompt_tokens = run.prompt_tokens
+        r.tokens = sum(run.frame_tokens[row]) if run else 0
+        r.prompt_tokens = run.prompt_tokens if run else 0
         r.checkpoint = folder
         results.append(r)
     return results
@@ -718,6 +737,12 @@ class TraceDecoder:
         if raddr is not None:
             self.regs[raddr] = rdata
         self.registers = after
+
+    def stop(self, kind: str) -> None:
+        """Stop a row that has not halted (``Halt.TIME_LIMIT``: its time is up) before its next
+        instruction, as the step limit does."""
+        if self.halt is None:
+            self.halt = Halt(kind, self._pc(self.registers))
 
     def result(self, seconds: float = 0.0) -> RunResult:
         return RunResult(bytes(self.console), self.halt or Halt(Halt.STEP_LIMIT, 0), self.records,

@@ -73,10 +73,14 @@ def tool_image(tool: Tool, ram_size: int, compiler=None):
 
 def run_tool(tool: Tool | str, argument: str, engine: str = "unicorn", ram_size: int | None = None,
              max_steps: int | None = None, checkpoint=None, executor: str = "fast", dtype=None,
-             compiler=None, log=None) -> ToolRun:
+             compiler=None, log=None, time_limit: float | None = None) -> ToolRun:
     """Run ``tool`` with ``argument`` as its input on ``engine`` ("unicorn", "netlist" or "model";
     ``checkpoint``/``executor``/``dtype`` as for ``cpu run --engine model``). ``ram_size``: default the
-    model's 16 KiB for the model engine, else the machine's 64 KiB."""
+    model's 16 KiB for the model engine, else the machine's 64 KiB. ``max_steps``: the instructions
+    the call may run (default the tool's ``max_steps``); ``time_limit``: the seconds of wall-clock
+    time it may run (None: no limit), counted from the program's first cycle (loading the model or
+    building the netlist is before). A call stopped by either is an ``error: ...`` output that says
+    which (``halt.kind``: ``Halt.STEP_LIMIT`` or ``Halt.TIME_LIMIT``)."""
     from .cli import ENGINES, default_ram_size
 
     tool = TOOLS[tool] if isinstance(tool, str) else tool
@@ -93,9 +97,13 @@ def run_tool(tool: Tool | str, argument: str, engine: str = "unicorn", ram_size:
 
         from .model_engine import run_model_batch
         (result,) = run_model_batch([image], ram_size, max_steps, False, dtype=dtype or torch.float32,
-                                    checkpoint=checkpoint, executor=executor, log=log)
-    elif engine in ENGINES:
-        result = ENGINES[engine](image, ram_size, max_steps, False)
+                                    checkpoint=checkpoint, executor=executor, log=log, time_limit=time_limit)
+    elif engine == "unicorn":
+        from .unicorn_ref import run_unicorn
+        result = run_unicorn(image, ram_size, max_steps, False, time_limit=time_limit)
+    elif engine == "netlist":
+        from .netlist_engine import run_netlist
+        result = run_netlist(image, ram_size, max_steps, False, time_limit=time_limit)
     else:
         raise Netlist2TFError(f"unknown engine {engine!r}; available: {', '.join(ENGINES)}")
     seconds = time.perf_counter() - t0
@@ -106,6 +114,9 @@ def run_tool(tool: Tool | str, argument: str, engine: str = "unicorn", ram_size:
     elif halt.kind == Halt.STEP_LIMIT:
         output, ok = (f"error: {tool.name} did not finish within {max_steps:,} instructions "
                       f"(the call is too expensive; split it into smaller ones)"), False
+    elif halt.kind == Halt.TIME_LIMIT:
+        output, ok = (f"error: the {tool.name} call stopped after {time_limit:g} s ({result.instructions:,} "
+                      f"instructions), its time limit (the call is too expensive; split it into smaller ones)"), False
     else:
         output, ok = f"error: {tool.name} stopped: {halt.describe()}", False
     return ToolRun(tool.name, output, ok, engine, result.instructions, getattr(result, "tokens", 0), seconds, halt)

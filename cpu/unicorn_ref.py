@@ -22,7 +22,8 @@ Trap rules (the checks happen in this order):
 Exit codes are a0 as an unsigned 32-bit value. ``max_steps``: at most that many instructions retire;
 the run stops with ``Halt.STEP_LIMIT`` (at the pc of the instruction that would have been number
 max_steps + 1) unless that instruction halts the machine anyway (ecall, ebreak, a trap), which is
-reported as such.
+reported as such. ``time_limit``: seconds of wall-clock time, checked every ``TIME_CHECK_STEPS``
+instructions; past it the run stops with ``Halt.TIME_LIMIT`` before the next instruction.
 """
 
 import time
@@ -137,11 +138,14 @@ def _branch_taken(f3: int, a: int, b: int) -> bool:
 _SIZE = (1, 2, 4, None, 1, 2)
 
 
+TIME_CHECK_STEPS = 4096     # instructions between two looks at the clock (~10 ms here)
+
+
 def run_unicorn(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int = 1_000_000,
-                trace: bool = True) -> RunResult:
-    """Run ``image`` on the reference machine until it halts or ``max_steps`` instructions retired.
-    ``trace``: collect a ``Retire`` per retired instruction (``records``); without it the records
-    list stays empty and the run is faster."""
+                trace: bool = True, time_limit: float | None = None) -> RunResult:
+    """Run ``image`` on the reference machine until it halts or ``max_steps`` instructions retired
+    (or ``time_limit`` seconds passed: ``Halt.TIME_LIMIT``). ``trace``: collect a ``Retire`` per
+    retired instruction (``records``); without it the records list stays empty and the run is faster."""
     if ram_size <= 0 or ram_size % 4 or RAM_BASE + ram_size > CONSOLE_ADDR:
         raise ValueError(f"ram_size must be a positive multiple of 4 below {CONSOLE_ADDR:#x}, not {ram_size}")
     for addr, data in image.segments:
@@ -171,6 +175,8 @@ def run_unicorn(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int =
     code_words = bytearray((ram_size + 3) // 4)
     blocks_seen = set()
     smc_word = None
+    deadline = None             # time_limit after the start (set there)
+    check_at = 0 if time_limit is not None else 1 << 62     # the step count of the next look at the clock
 
     def block_hook(uc_, addr, size, _user):
         if (addr, size) not in blocks_seen and RAM_BASE <= addr < ram_end:
@@ -184,7 +190,7 @@ def run_unicorn(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int =
         uc.emu_stop()
 
     def hook(uc_, pc, size, _user):
-        nonlocal pend, steps, smc_word
+        nonlocal pend, steps, smc_word, check_at
         if pend is not None:
             rd = pend[3]
             if trace:
@@ -195,6 +201,10 @@ def run_unicorn(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int =
                 smc_word = None
                 uc.reg_write(UC_RISCV_REG_PC, pc)     # leave the stale block; this hook runs again at pc
                 return
+        if steps >= check_at:       # before the instruction's effects: it does not run
+            check_at = steps + TIME_CHECK_STEPS
+            if time.perf_counter() >= deadline:
+                return stop(Halt(Halt.TIME_LIMIT, pc))
         entry = decoded.get(pc)
         if entry is None:
             if pc & 3:
@@ -275,6 +285,8 @@ def run_unicorn(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int =
     uc.hook_add(UC_HOOK_CODE, hook)
     error = None
     t0 = time.perf_counter()
+    if time_limit is not None:
+        deadline = t0 + time_limit
     try:
         uc.emu_start(image.entry, 0xFFFF_FFFF)   # never reaches the `until` address: it is not aligned
     except UcError as e:

@@ -495,7 +495,7 @@ def _check_verify_memory(args, model, protocol) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cliutil import Formatter, Parser, add_version, count, path_arg
+    from .cliutil import Formatter, Parser, add_version, count, path_arg, seconds
 
     ap = Parser(prog="netlist2tf", description="Compile hardware into transformer weights.",
                                  formatter_class=Formatter)
@@ -662,6 +662,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=("fast", "stock"), default="fast",
                    help="how the model engine runs the compiled layers (default fast: exact, one core)")
     p.add_argument("--max-new-tokens", type=count(1, 1 << 20, "--max-new-tokens"), default=256, help="generated tokens per assistant reply")
+    from cpu.chat import TOOL_MAX_STEPS, TOOL_TIME_LIMIT
+    p.add_argument("--tool-time-limit", type=seconds("--tool-time-limit"), default=TOOL_TIME_LIMIT, metavar="SECONDS",
+                   help="wall-clock seconds a tool call may run, from its program's first cycle (loading the model "
+                        "is not counted); past it the engine is stopped and the tool response says so "
+                        f"(default {TOOL_TIME_LIMIT:g}; 0: no limit)")
+    p.add_argument("--tool-max-steps", type=count(1, None, "--tool-max-steps"), default=TOOL_MAX_STEPS, metavar="N",
+                   help="instructions a tool call may run; past it the call is stopped and the tool response says "
+                        f"so (default {TOOL_MAX_STEPS:,}: about 100 s of the fast executor on a 2-core machine)")
     p.set_defaults(func=cmd_chat)
     return ap
 
@@ -683,7 +691,8 @@ def cmd_chat(args) -> int:
         return reply
 
     chat = Chat(Path(args.checkpoint), assistant=scripted if script else None, engine=args.engine,
-                executor=args.executor, max_new_tokens=args.max_new_tokens)
+                executor=args.executor, max_new_tokens=args.max_new_tokens,
+                time_limit=args.tool_time_limit or None, max_steps=args.tool_max_steps)
     if args.message is not None:
         messages = args.message
     else:                                   # one message a line, each line bounded (inputs.lines)

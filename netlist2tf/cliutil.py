@@ -58,6 +58,20 @@ def count(low: int = 0, high: int | None = None, what: str = "a number"):
     return parse
 
 
+def seconds(what: str):
+    """An argparse type: a number of seconds, 0 or more (decimals allowed)."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+        if not value >= 0 or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {what} must be 0 or more seconds")
+        return value
+    parse.__name__ = "seconds"
+    return parse
+
+
 def path_arg(text: str) -> str:
     """An argparse type for a file or folder path: never the empty string (which would otherwise mean
     the current folder, or be taken for "not given")."""

@@ -28,6 +28,14 @@ class ModelRun:
     groups: list = None           # [row][cycle]: which gated groups the frame holds (one bool each)
 
 
+class RunStopped(Exception):
+    """``run_model``'s ``stop()`` returned True while the prompt was being fed: the run ended before its
+    first cycle."""
+
+
+PROMPT_PIECE = 256      # with ``stop``: the prompt is fed this many tokens per forward call, stop() between
+
+
 @dataclass(frozen=True, slots=True)
 class Frame:
     """One decoded frame of one batch row (what ``until`` sees)."""
@@ -38,14 +46,17 @@ class Frame:
 
 
 def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: list, cycles: int,
-              prefill: bool = True, initial_memory=None, until=None) -> ModelRun:
+              prefill: bool = True, initial_memory=None, until=None, stop=None) -> ModelRun:
     """Run up to ``cycles`` cycles on a batch: ``inputs[row][cycle]`` is that row's {input port: value}.
 
     ``initial_memory`` ({memory name: {address: word}}, or a list of those, one per row) is written
     by prompt tokens. ``prefill=True`` feeds each stretch of known tokens (the prompt, each cycle's
     inputs) in one call (the chunked DeltaNet path); ``False`` feeds every token alone (the recurrent
     path). ``until(cycle, frames)`` (frames: that cycle's ``Frame`` per row) returning True
-    stops after that cycle. Raises TraceError when the generated tokens break the protocol.
+    stops after that cycle. ``stop()``: asked between forward calls of the prompt, which is then fed
+    ``PROMPT_PIECE`` tokens at a time (a long prompt takes minutes on stock transformers: the
+    prompt of the CPU with 16 KiB of RAM, 15,710 tokens, 230 s on one core); True raises RunStopped.
+    Raises TraceError when the generated tokens break the protocol.
     """
     B = len(inputs)
     if B == 0:
@@ -66,8 +77,11 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
         ids = torch.tensor(rows, dtype=torch.long, device=device)
         logits = None
         with torch.no_grad():
-            steps = [ids] if prefill else [ids[:, k:k + 1] for k in range(ids.shape[1])]
+            piece = max(1, PROMPT_PIECE if stop is not None else ids.shape[1]) if prefill else 1
+            steps = [ids[:, k:k + piece] for k in range(0, ids.shape[1], piece)]
             for chunk in steps:
+                if stop is not None and len(steps) > 1 and stop():
+                    raise RunStopped()
                 out = model(input_ids=chunk, cache=cache, use_cache=True)
                 cache = out.cache
                 logits = out.logits[:, -1]

@@ -495,6 +495,8 @@ CASES = [
     Case("cpu-checkpoint-empty", ["run", "{tmp}/x.c", "--engine", "model", "--checkpoint", ""], "--checkpoint: the path is empty",
          _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
     Case("chat-max-new-tokens-negative", ["chat", "{tmp}/m", "--max-new-tokens", "-5"], "--max-new-tokens"),
+    Case("chat-tool-time-limit-negative", ["chat", "{tmp}/m", "--tool-time-limit", "-1"], "--tool-time-limit"),
+    Case("chat-tool-max-steps-0", ["chat", "{tmp}/m", "--tool-max-steps", "0"], "--tool-max-steps"),
     Case("verilog-display", ["synth", "{tmp}/show.v"], "show.v:3: $display",
          _write("show.v", "module top(input clk, input a, output reg y);\n  always @(posedge clk) begin\n"
                           "    y <= a; $display(\"hi\");\n  end\nendmodule\n")),

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #define BASE 10000u
-#define MAX_DIGITS 1200 /* the longest result (and intermediate value); a multiple of 4 */
+#define MAX_DIGITS 1200 /* the longest result of any operator (so of any sub-expression); a multiple of 4 */
 #define MAX_LIMBS (MAX_DIGITS / 4)
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -99,10 +99,12 @@ static void deeper(void)
         fail("expression nested too deeply for the machine's RAM");
 }
 
+/* A number with room for `limbs` limbs. No size limit here: a buffer is sized from operands that are
+ * results (at most MAX_LIMBS), and the limit is on results (trim, and mul's and power's checks before
+ * they compute): a working buffer of the division may be a limb longer than its dividend. The RAM is
+ * the only limit of a buffer. */
 static num *alloc(int limbs)
 {
-    if (limbs > MAX_LIMBS + 2)
-        fail(TOO_LARGE);
     size_t size = sizeof(num) + (size_t)(limbs ? limbs : 1) * sizeof(uint16_t);
     num *x = malloc(size);
     if (!x)
@@ -316,7 +318,8 @@ static num *copy(const num *a, int room)
 /* Floor division and remainder (Python's // and %): *q = a // b, *m = a % b. Schoolbook long division
  * in base 10^4 (Knuth's algorithm D): both operands scaled so that the divisor's top limb is at least
  * BASE / 2, each quotient digit estimated from the remainder's top two limbs (at most 2 too large)
- * and corrected down. */
+ * and corrected down. The scaled dividend may have a limb more than MAX_LIMBS: only the results are
+ * limited (trim), and they are never longer than the operands. */
 static void divmod(const num *a, const num *b, num **q, num **m)
 {
     if (!b->n)
@@ -327,8 +330,10 @@ static void divmod(const num *a, const num *b, num **q, num **m)
     scale(v, f);
     int n = v->n;
     uint32_t top = v->d[n - 1];
-    num *quo = alloc(u->n + 1), *rem = alloc(u->n + 2), *t = alloc(n + 1);
-    quo->n = u->n;
+    /* The quotient's digit i replaces u's limb i, which step i reads last: u becomes the quotient (a
+     * buffer less in the model's 16 KiB). rem < v before each step, so rem * BASE + u->d[i] has at most
+     * n + 1 limbs. */
+    num *quo = u, *rem = alloc(n + 1), *t = alloc(n + 1);
     for (int i = u->n - 1; i >= 0; i--) {
         if (rem->n || u->d[i]) { /* rem = rem * BASE + u->d[i] */
             memmove(rem->d + 1, rem->d, (size_t)rem->n * sizeof(uint16_t));
@@ -353,7 +358,6 @@ static void divmod(const num *a, const num *b, num **q, num **m)
     }
     unscale(rem, f);
     free(t);
-    free(u);
     free(v);
     quo->neg = a->neg ^ b->neg;
     rem->neg = a->neg;

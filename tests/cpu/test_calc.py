@@ -1,6 +1,7 @@
 """The calc firmware (cpu/firmware/calc.c) and program input (cpu run --input): every answer equals
 Python's integer arithmetic, the oracle; unicorn, the netlist simulator and the compiled model agree."""
 
+import functools
 import random
 
 import pytest
@@ -100,6 +101,55 @@ def test_calc_limits():
     assert not run.ok and "did not finish within 10,000 instructions" in run.output
 
 
+def _max_dividends():
+    """Dividends of exactly MAX_DIGITS (1,200) digits: all nines, a power of ten and a random one."""
+    rng = random.Random(12)
+    return [10 ** 1200 - 1, 10 ** 1199, rng.randrange(10 ** 1199, 10 ** 1200)]
+
+
+def test_division_of_the_longest_dividend():
+    """`/` and `%` of a 1,197-1,200 digit dividend are exact: the limit is on the results, not on the
+    division's scaled dividend (a limb longer than 1,200 digits where the scaling carries, which used to
+    answer "result too large"). Small and large divisors of both signs, on the model's 16 KiB."""
+    run = run_tool(CALC, "10^1199 % 7", "unicorn", ram_size=RAM)
+    assert (run.ok, run.output) == (True, "5")
+    run = run_tool(CALC, "10^1199 / 7", "unicorn", ram_size=RAM)
+    assert (run.ok, run.output) == (True, str(10 ** 1199 // 7))
+    rng = random.Random(13)
+    nines, ten, a = _max_dividends()
+    pairs = [(nines, 1), (nines, 7), (nines, -_num(rng, 600)), (ten, -7), (ten, 9999), (ten, _num(rng, 900)),
+             (a, 10 ** 4 + 1), (a, _num(rng, 40)), (-a, 7), (-a, -_num(rng, 40)), (10 ** 1196 + 3, 7)]
+    for a, b in pairs:
+        for op, want in (("/", a // b), ("%", a % b)):
+            run = run_tool(CALC, f"{a} {op} ({b})", "unicorn", ram_size=RAM)
+            assert (run.ok, run.output) == (True, str(want)), (len(str(a)), op, b, run.output[:80])
+
+
+def test_division_of_two_longest_operands():
+    """A 1,200-digit dividend over a 1,200-digit divisor: exact with 64 KiB of RAM (unicorn's and the
+    netlist's default); with the model's 16 KiB the input, the operands and the division's buffers do
+    not fit, and the answer says so (not "result too large")."""
+    rng = random.Random(14)
+    a, b = _max_dividends()[2], rng.randrange(10 ** 1199, 10 ** 1200)
+    for text, want in ((f"{a} / {b}", a // b), (f"-{a} % {b}", -a % b), (f"{b} % -{a}", b % -a)):
+        run = run_tool(CALC, text, "unicorn", ram_size=65536)
+        assert (run.ok, run.output) == (True, str(want))
+    run = run_tool(CALC, f"{a} % {b}", "unicorn", ram_size=RAM)
+    assert not run.ok and run.output.startswith("error: out of memory"), run.output
+
+
+@pytest.mark.parametrize("text", [
+    "10^1200 / 7", "10^1200 % 7", "-(10^1200) % 7", "10^600 * 10^600 % 7", "2^3987 / 2",
+    "(" + "9" * 1200 + " + 1) / 10", "9" * 1200 + " * 10 / 10",
+])
+def test_too_large_results_in_a_division_are_refused(text):
+    """A division of a value over 1,200 digits is still an error (10^1200 has 1,201 digits), with the
+    same message."""
+    run = run_tool(CALC, text, "unicorn", ram_size=RAM)
+    assert (run.ok, run.output) == (False, "error: result too large (more than 1200 digits)")
+    assert run.halt.kind == "exit" and run.halt.exit_code == 1
+
+
 def test_forty_digit_product_cost():
     """The cost the tool's documentation quotes: instructions per product of two n-digit numbers."""
     rng = random.Random(3)
@@ -121,6 +171,37 @@ def test_calc_on_the_netlist_equals_unicorn():
         ours = cli.ENGINES["netlist"](img, RAM, 200_000, True)
         assert ref.console == ours.console == f"{value}\n".encode()
         assert ours.records == ref.records and ours.halt == ref.halt
+
+
+@functools.cache
+def _long_run():
+    """(image, unicorn's traced run) of 3^2000/3^1000."""
+    img = with_input(tool_image(CALC, RAM), b"3^2000/3^1000", RAM)
+    return img, run_unicorn(img, ram_size=RAM, max_steps=2_000_000, trace=True)
+
+
+@pytest.mark.parametrize("engine", ["unicorn", "netlist", "model-fast", "model-stock"])
+def test_time_limit_stops_the_engine(engine):
+    """A run given a wall-clock limit (what a chat's tool call gets) stops in the middle: 3^2000/3^1000
+    runs 1,007,988 instructions; stopped after 1 s, every engine has retired a prefix of unicorn's
+    records and stops before the next instruction with a TIME_LIMIT halt. Stock transformers are
+    stopped while they feed the prompt (15,700 tokens, ~230 s on one core here; in pieces, with a look at
+    the clock between them): no instruction has run."""
+    from cpu.machine import Halt
+    from cpu.model_engine import run_model_batch
+    from cpu.netlist_engine import run_netlist
+    img, ref = _long_run()
+    assert ref.console == f"{3 ** 1000}\n".encode() and ref.instructions == 1_007_988
+    if engine == "unicorn":
+        ours = run_unicorn(img, ram_size=RAM, max_steps=2_000_000, trace=True, time_limit=1.0)
+    elif engine == "netlist":
+        ours = run_netlist(img, ram_size=RAM, max_steps=2_000_000, trace=True, time_limit=1.0)
+    else:
+        (ours,) = run_model_batch([img], RAM, 2_000_000, True, executor=engine[6:], time_limit=1.0)
+    n = ours.instructions
+    assert ours.halt == Halt(Halt.TIME_LIMIT, ref.records[n].pc) and ours.records == ref.records[:n]
+    assert (n == 0) if engine == "model-stock" else (0 < n < ref.instructions)
+    assert 1.0 <= ours.seconds < 10 and ours.console == b""
 
 
 def _echo(tmp_path):
@@ -166,7 +247,7 @@ def test_bad_input(tmp_path, capsys):
     (tmp_path / "big").write_bytes(b"x" * 70_000)
     assert cli.main(["run", str(src), "--input", str(tmp_path / "big")]) == 2
     err = capsys.readouterr().err
-    assert "the input is 70,000 bytes" in err and "--ram-size" in err and "Traceback" not in err
+    assert "is longer than" in err and "room for" in err and "--ram-size" in err and "Traceback" not in err
     with pytest.raises(ValueError, match="no input area"):
         with_input(Image.from_words([0x00100073]), b"x", RAM)
 

@@ -4,11 +4,14 @@ tokenized by the base's tokenizer; bad calls come back as errors and the convers
 
 import json
 import random
+import re
 import shutil
 
 import pytest
 
-from cpu.chat import Chat, parse_tool_calls
+from cpu.chat import TOOL_MAX_STEPS, TOOL_TIME_LIMIT, Chat, parse_tool_calls
+from cpu.machine import Halt
+from netlist2tf.errors import Netlist2TFError
 from netlist2tf.qwen_text import write_text_tokenizer
 
 from test_calc import _cases          # tests/cpu is on sys.path (rootdir conftest, prepend import mode)
@@ -65,7 +68,8 @@ def test_scripted_chat_of_200_long_integer_calls(base):
     (_call("12 +* 3"), "error: expected a number or '(' at position 5 ('*')"),
     (_call("1 / (2 - 2)"), "error: division by zero"),
     (_call("1+" * 8000 + "1"), "error: the expression is too long for the machine"),
-    (_call("7 ^ 4000 % 10"), "error: result too large"),
+    (_call("7 ^ 5000 % 10"), "error: result too large"),
+    (_call("9" * 1200 + " + 1"), "error: result too large"),
     (_call("2", name="python"), "error: unknown tool 'python'; the tools are calc"),
     (_call("2", param="expr"), "error: unknown parameter(s) expr; calc takes 'expression'"),
     ("<tool_call>\n<function=calc>\n<parameter=expression>\n1\n", "error: a <tool_call> without its </tool_call>"),
@@ -79,17 +83,65 @@ def test_bad_calls_come_back_as_errors(base, reply, error):
     assert chat.send("and 6 * 7?") == "42." and chat.messages[-2]["content"] == "42"   # the conversation goes on
 
 
-def test_step_budget(base, monkeypatch):
-    import dataclasses
-
-    import cpu.chat as chat_mod
-    from cpu.tools import CALC
+def test_step_budget(base):
     replies = iter([_call("3^3000 % 7"), "ok"])
-    chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn")
-    monkeypatch.setitem(chat_mod.TOOLS, "calc", dataclasses.replace(CALC, max_steps=5_000))
+    chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn", max_steps=5_000)
     chat.send("big")
     assert chat.messages[-2]["content"] == ("error: calc did not finish within 5,000 instructions (the call is "
-                                            "too expensive; split it into smaller ones)")
+                                            "too expensive; split it into smaller ones); raise --tool-max-steps "
+                                            "to let it run longer")
+    assert chat.runs[-1].halt.kind == Halt.STEP_LIMIT and chat.runs[-1].instructions == 5_000
+
+
+def test_default_limits(base):
+    """A tool call may run 60 s and 100,000 instructions by default (cpu/chat.py: about 100 s of the fast
+    executor here); 10^1199 % 7 needs 391,740 and is stopped, 10^190 % 7 is within both."""
+    replies = iter([_call("10^1199 % 7"), "ok", _call("10^190 % 7"), "ok"])
+    chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn")
+    assert (chat.time_limit, chat.max_steps) == (TOOL_TIME_LIMIT, TOOL_MAX_STEPS) == (60, 100_000)
+    chat.send("big")
+    assert chat.messages[-2]["content"] == ("error: calc did not finish within 100,000 instructions (the call is "
+                                            "too expensive; split it into smaller ones); raise --tool-max-steps "
+                                            "to let it run longer")
+    chat.send("smaller")
+    assert chat.messages[-2]["content"] == str(10 ** 190 % 7)
+    for bad in ({"time_limit": 0}, {"time_limit": -1.0}, {"max_steps": 0}):
+        with pytest.raises(Netlist2TFError, match="tool call's"):
+            Chat(base, assistant=lambda messages, prompt: "", engine="unicorn", **bad)
+
+
+FULL = 1_007_988         # the instructions of 3^2000/3^1000 (unicorn): ~2.5 s on unicorn, ~40 s on the netlist
+
+
+def _time_limited(run, seconds):
+    """The instructions a call stopped by its time limit ran, from its response (checked against the run)."""
+    m = re.fullmatch(rf"error: the calc call stopped after {re.escape(f'{seconds:g}')} s "
+                     r"\(([\d,]+) instructions\), its time limit \(the call is too expensive; split it into "
+                     r"smaller ones\); raise --tool-time-limit to let it run longer", run.output)
+    assert m and not run.ok and run.halt.kind == Halt.TIME_LIMIT, run.output
+    assert int(m.group(1).replace(",", "")) == run.instructions
+    return run.instructions
+
+
+@pytest.mark.parametrize("engine", ["unicorn", "netlist"])
+def test_time_limit(base, engine):
+    """A call past its wall-clock limit is stopped in the middle of its run (it ran part of 3^2000/3^1000's
+    instructions), and the response says so and how to raise it; the conversation goes on, and a call
+    within the limits is exact (Python's value)."""
+    replies = iter([_call("3^2000/3^1000"), "ok", _call("3^200 / 7^50"), "done"])
+    chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine=engine, time_limit=0.3,
+                max_steps=10 ** 8)
+    chat.send("big")
+    assert 0 < _time_limited(chat.runs[-1], 0.3) < FULL
+    assert chat.messages[-2]["content"] == chat.runs[-1].output
+    chat.time_limit = 60
+    chat.send("smaller")
+    assert chat.messages[-2]["content"] == str(3 ** 200 // 7 ** 50)
+    if engine == "unicorn":         # the same call with time for it: exact
+        replies = iter([_call("3^2000/3^1000"), "ok"])
+        chat.time_limit, chat.max_steps = None, 2_000_000
+        chat.send("big again")
+        assert chat.messages[-2]["content"] == str(3 ** 1000) and chat.runs[-1].instructions == FULL
 
 
 def test_chat_on_the_merged_cpu(tmp_path_factory, capsys):
@@ -111,6 +163,11 @@ def test_chat_on_the_merged_cpu(tmp_path_factory, capsys):
             chat.send(f"What is {text}?")
             assert chat.messages[-2]["content"] == str(value)
         assert all(r.engine == "model" and r.tokens > 1000 for r in chat.runs)
+        # a call past its time limit is stopped in the model's run (~1,000 instructions/s), and says so
+        replies = iter([_call("3^2000/3^1000"), "ok"])
+        chat.time_limit = 1.5
+        chat.send("big")
+        assert 0 < _time_limited(chat.runs[-1], 1.5) < FULL and chat.runs[-1].seconds < 10
         script = out.parent / "script.txt"
         script.write_text(_call("2^64 - 1") + "\n---\nIt is 18446744073709551615.\n")
         capsys.readouterr()
@@ -140,7 +197,8 @@ def test_200_long_integer_calls_on_the_merged_cpu(tmp_path_factory):
         assert n2t.main(["merge", str(build_checkpoint(build_dir=build)), "--build-dir", str(build), "--out", str(out)]) == 0
         cases = _cases(200, 7)
         replies = iter([x for text, _ in cases for x in (_call(text), "The answer is above.")])
-        chat = Chat(out, assistant=lambda messages, prompt: next(replies))
+        # the longest call takes ~68,000 cycles (about a minute): no time limit, the exact answers are tested
+        chat = Chat(out, assistant=lambda messages, prompt: next(replies), time_limit=None)
         for text, value in cases:
             chat.send(f"What is {text}?")
             assert chat.messages[-2] == {"role": "tool", "name": "calc", "content": str(value)}, text
