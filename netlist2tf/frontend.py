@@ -101,7 +101,8 @@ def _import_module(mod_ref: str, design: str):
     if mod_ref.endswith(".py") or os.sep in mod_ref or "/" in mod_ref:
         path = Path(mod_ref).resolve()
         if not path.is_file():
-            raise DesignNotFoundError(f"design file {mod_ref} does not exist (design {design!r}); "
+            what = "is not a regular file" if path.exists() else "does not exist"
+            raise DesignNotFoundError(f"design file {mod_ref} {what} (design {design!r}); "
                                       f"give an existing .py file or an importable module path")
         digest = hashlib.sha256(str(path).encode()).hexdigest()[:12]
         name = f"_netlist2tf_design_{path.stem}_{digest}"
@@ -229,7 +230,8 @@ def design_source(design: str) -> tuple[list[str], dict[str, str], str | None, d
     if suffix in _HDL_SUFFIXES:
         path = Path(path_part)
         if not path.is_file():
-            raise DesignNotFoundError(f"design file {path} does not exist; give an existing "
+            what = "is not a regular file (a folder, a device or a pipe)" if path.exists() else "does not exist"
+            raise DesignNotFoundError(f"design file {path} {what}; give an existing "
                                       f"{'/'.join(_HDL_SUFFIXES)} file or a module:Class design")
         name = "design" + suffix
         try:

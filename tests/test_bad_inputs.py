@@ -464,6 +464,9 @@ CASES = [
          "is longer than", _device("zero", 1, 5)),
     Case("cpu-run-a-device", ["run", "{tmp}/zero.c"], "is not a regular file",
          lambda tmp, env: _device("zero.c", 1, 5)(tmp, env), prog="cpu"),
+    Case("synth-a-device-as-verilog", ["synth", "{tmp}/zero.v"], "is not a regular file", _device("zero.v", 1, 5)),
+    Case("synth-a-pipe-as-python", ["synth", "{tmp}/d.py:Counter"], "is not a regular file",
+         lambda tmp, env: os.mkfifo(tmp / "d.py")),
     Case("cpu-input-empty-path", ["run", "{tmp}/x.c", "--input", ""], "the path is empty",
          _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
     # 46.7 sizes the machine cannot hold are refused before they start
