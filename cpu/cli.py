@@ -148,8 +148,8 @@ def read_input(where: str, limit: int) -> bytes:
             stdin = getattr(sys.stdin, "buffer", None) or open(sys.stdin.fileno(), "rb", closefd=False)
         with (contextlib.nullcontext(stdin) if where == "-" else open(where, "rb", buffering=0)) as f:
             return read_limited(f, limit, f"--input {where}: {name}",
-                                f"the program's RAM has room for {limit:,} (after its code and data, before its "
-                                f"stack): give a shorter input or a larger --ram-size")
+                                "the room the program's RAM has for it (after its code and data, before its "
+                                "stack): give a shorter input or a larger --ram-size")
     except OSError as e:
         raise InputError(f"--input {where}: cannot read it: {e.strerror or e}") from None
 

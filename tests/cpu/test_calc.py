@@ -247,7 +247,7 @@ def test_bad_input(tmp_path, capsys):
     (tmp_path / "big").write_bytes(b"x" * 70_000)
     assert cli.main(["run", str(src), "--input", str(tmp_path / "big")]) == 2
     err = capsys.readouterr().err
-    assert "is longer than" in err and "room for" in err and "--ram-size" in err and "Traceback" not in err
+    assert "is longer than" in err and "the room the program's RAM has" in err and "--ram-size" in err and "Traceback" not in err
     with pytest.raises(ValueError, match="no input area"):
         with_input(Image.from_words([0x00100073]), b"x", RAM)
 
