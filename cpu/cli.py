@@ -125,15 +125,6 @@ def load_program(path, ram_size=DEFAULT_RAM_SIZE, compiler=None, opt="-O2", zba=
     return load_elf(path, ram_size=ram_size)
 
 
-def input_room(image, ram_size: int) -> int:
-    """The most input bytes ``image`` has room for in ``ram_size`` bytes of RAM (machine.with_input's
-    bound), 0 for a program without an input area."""
-    from .machine import MIN_STACK_SIZE
-    if image.input_addr is None:
-        return 0
-    return max(0, ram_size - MIN_STACK_SIZE - image.input_addr - 4)
-
-
 def read_input(where: str, limit: int) -> bytes:
     """The bytes of ``--input``: a file (a device or a pipe too), or standard input for ``-``, read in
     pieces and refused as soon as it is longer than ``limit`` bytes (the room the program's RAM has
@@ -235,8 +226,6 @@ def cmd_run(args) -> int:
 
     if args.trace is not None:
         check_output_file(args.trace, "--trace", "trace", args.force)
-    if args.input is not None and not args.input:
-        raise InputError("--input '': the path is empty; give a file, or - for standard input")
     engine = _configured_engine(args)
     ram_size = args.ram_size or default_ram_size(args.engine)
     image = load_program(args.program, ram_size=ram_size, compiler=args.compiler, opt=args.opt,
@@ -244,6 +233,7 @@ def cmd_run(args) -> int:
     if args.input is not None:
         if image.input_addr is None:          # no input area: say so before reading anything
             program_input(image, b"", ram_size, args.program)
+        from .machine import input_room
         image = program_input(image, read_input(args.input, input_room(image, ram_size)), ram_size, args.program)
     t0 = time.perf_counter()
     result = engine(image, ram_size, args.max_steps, args.trace is not None)

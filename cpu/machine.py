@@ -161,6 +161,14 @@ class InputTooLong(ValueError):
     """Input that does not fit in RAM beside the program (with_input)."""
 
 
+def input_room(image: Image, ram_size: int) -> int:
+    """The most input bytes ``image`` has room for in ``ram_size`` bytes of RAM: after its input area's
+    length word, before ``MIN_STACK_SIZE`` bytes of stack (0 for a program without an input area)."""
+    if image.input_addr is None:
+        return 0
+    return max(0, ram_size - MIN_STACK_SIZE - image.input_addr - 4)
+
+
 def with_input(image: Image, data: bytes, ram_size: int) -> Image:
     """``image`` with ``data`` as the program's input: its length (a little-endian word) at
     ``image.input_addr`` and its bytes after it, as the host places them in RAM before the first
@@ -173,9 +181,8 @@ def with_input(image: Image, data: bytes, ram_size: int) -> Image:
                          "with cpu/runtime (C files compiled by `cpu run`) read input")
     data = bytes(data)
     end = image.input_addr + 4 + len(data)
-    room = ram_size - MIN_STACK_SIZE - image.input_addr - 4
     if end + MIN_STACK_SIZE > ram_size:
-        raise InputTooLong(f"the input is {len(data):,} bytes; the program leaves room for {max(room, 0):,} "
+        raise InputTooLong(f"the input is {len(data):,} bytes; the program leaves room for {input_room(image, ram_size):,} "
                            f"in {ram_size:,} bytes of RAM (after its code and data at {image.input_addr:#x}, "
                            f"before {MIN_STACK_SIZE:,} bytes of stack)")
     for addr, body in image.segments:

@@ -58,8 +58,9 @@ def core_netlist(ram_size=DEFAULT_RAM_SIZE, reset_pc=0, flow="word", build_dir=N
                                   f"--ram-size ({most:#x} at most here), or run it on --engine unicorn")
         if ram_size >= 1 << 20:
             import sys
-            print(f"cpu: netlist: building the core with {ram_size >> 20} MiB of RAM takes about "
-                  f"{SYNTH_SECONDS_PER_MIB * ram_size >> 20} s and {gigabytes(need)} of memory", file=sys.stderr)
+            print(f"cpu: netlist: building the core with {ram_size >> 20} MiB of RAM needs about {gigabytes(need)} of "
+                  f"memory and minutes of time ({SYNTH_SECONDS_PER_MIB} s a MiB where measured, a 2-core machine)",
+                  file=sys.stderr)
         result = synthesize(core_design(ram_size, reset_pc), flow=flow, build_dir=build_dir)
         _NETLISTS[key] = parse_netlist(result.json_text, str(result.json_path))
     return _NETLISTS[key]

@@ -88,11 +88,10 @@ def cmd_sim(args) -> int:
         check_output_file(args.vcd, "--vcd", "vcd", args.force)
     if args.outputs is not None:
         check_output_file(args.outputs, "--outputs", "jsonl", args.force)
-    if args.vcd is not None and args.outputs is not None and destination(args.vcd, "--vcd")[0] == "file" and \
-            destination(args.vcd, "--vcd") == destination(args.outputs, "--outputs"):   # a device may take both
-        raise Netlist2TFError(f"--vcd {args.vcd} and --outputs {args.outputs} are the same file; give two paths")
-    if args.stimulus is not None and not args.stimulus:
-        raise Netlist2TFError("--stimulus '': the path is empty; give a JSON-lines file of inputs")
+    if args.vcd is not None and args.outputs is not None:
+        vcd_goes = destination(args.vcd, "--vcd")
+        if vcd_goes[0] == "file" and vcd_goes == destination(args.outputs, "--outputs"):   # a device may take both
+            raise Netlist2TFError(f"--vcd {args.vcd} and --outputs {args.outputs} are the same file; give two paths")
     if args.vcd_instance >= args.batch:
         raise Netlist2TFError(f"--vcd-instance {args.vcd_instance}: the batch has instances 0..{args.batch - 1}")
     netlist, result = _netlist_for(args)

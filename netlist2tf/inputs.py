@@ -4,7 +4,6 @@ pipe that never closes) is one clear error instead of a machine out of memory; a
 pieces is honoured.
 """
 
-import os
 from pathlib import Path
 
 from .errors import Netlist2TFError
@@ -68,10 +67,3 @@ def lines(f, what: str, limit: int = MAX_LINE_BYTES):
         except UnicodeDecodeError as exc:
             raise Netlist2TFError(f"{what}:{number}: is not UTF-8 text (byte {exc.start}); give UTF-8 text") from None
 
-
-def is_regular(path) -> bool:
-    try:
-        import stat
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except OSError:
-        return False

@@ -23,7 +23,6 @@ import contextlib
 import os
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -665,10 +664,9 @@ class FileStimulus(Stimulus):
     CHECK_FIRST = 64 << 20
 
     def __init__(self, path):
-        from .inputs import is_regular
         self.path = str(path)
         self._open()
-        if is_regular(path) and os.path.getsize(path) <= self.CHECK_FIRST:
+        if os.path.isfile(path) and os.path.getsize(path) <= self.CHECK_FIRST:
             for _ in self._rows:
                 pass
             self._open()
