@@ -89,7 +89,7 @@ def test_fit_messages():
 
 
 # The published geometries (netlist2tf/geometries/): shapes typed from the public configs (the
-# README's table; ../shared/TOOLCHAIN-NOTES.md), and a byte count from the published 9B index.
+# README's table), and a byte count from the published 9B index.
 PUBLISHED = {  # name: (hidden, intermediate, layers, attention heads, kv heads, DeltaNet value heads, tied)
     "qwen3.5-0.8b": (1024, 3584, 24, 8, 2, 16, True), "qwen3.5-2b": (2048, 6144, 24, 8, 2, 16, True),
     "qwen3.5-4b": (2560, 9216, 32, 16, 4, 32, True), "qwen3.5-9b": (4096, 12288, 32, 16, 4, 32, False)}
