@@ -164,6 +164,7 @@ class ModelPlan:
         return {"target": self.target.name, "fits": True, "hidden_channels": self.hidden_needed,
                 "neurons_per_layer": s["neurons_per_layer"], "deltanet_heads_per_layer": s["deltanet_heads"],
                 "depth": self.schedule.depth, "layers": self.target.num_layers, "vocab_size": self.protocol.vocab_size,
+                "layer_types": list(self.target.layer_types), "parameters": s["parameters"],
                 "memory_reads": {f"{m}.{p}": list(self.schedule.read_layers((m, p)))
                                  for m, p in sorted(self.schedule.read_layer)},
                 "late_register_chunks": sum(1 for h in self.heads if h.layer > 0 and " REG chunk " in h.holds)}
@@ -446,6 +447,14 @@ def standalone_layer_types(layers: int) -> tuple[str, ...]:
     return (LINEAR,) * (layers - 1) + (FULL,)
 
 
+def compiled_target(target: Target) -> Target:
+    """``target`` with the compiled model's own layer types (``standalone_layer_types``): the shapes
+    of a base checkpoint are shared by all of its layers, the types are not, so the compiled part
+    takes DeltaNet wherever a read may go and the one full-attention layer transformers' cache
+    expects last, instead of the base's pattern (whose silent attention layers cost depth)."""
+    return replace(target, layer_types=standalone_layer_types(target.num_layers))
+
+
 def dense_parameters(target: Target, vocab_size: int) -> int:
     """The parameter count of a ``Qwen3_5ForCausalLM`` of these shapes (untied embedding and LM
     head), by the shapes of transformers' Qwen3.5 modules (tests compare it with the real model)."""
@@ -514,6 +523,11 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     netlist = preload(netlist, s.preloaded_roms)
     proto = trace_protocol(netlist, s)
     if target is not None:
+        # the compiled layers' own types are the compiler's, whatever the base's pattern (a merge
+        # lists every layer's type): DeltaNet wherever state may be read, the last layer full
+        # attention. A silent full-attention layer is depth a read cannot use, and its KV cache
+        # grows with the trace (on Qwen3.5-4B's shapes 4 GB per million positions in bfloat16)
+        target = compiled_target(target)
         layers, types = target.num_layers, target.layer_types
         dk, dv = target.linear_key_head_dim, target.linear_value_head_dim
         group = target.linear_num_value_heads // target.linear_num_key_heads

@@ -169,6 +169,31 @@ class Target:
         except (TypeError, ValueError) as exc:
             raise Netlist2TFError(f"{path} has a malformed Qwen3.5 text config: {exc}")
 
+    def base_parameters(self) -> int:
+        """The parameter count of the checkpoint this target was read from (``source``): the model
+        transformers builds from its config.json, vision tower included for a multimodal layout,
+        tied embeddings counted once (the MTP head, which transformers does not build, is not
+        counted). Built on the meta device: no memory, about a second."""
+        import torch
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        doc = json.loads(Path(self.source).read_text())
+        config = CONFIG_MAPPING[doc["model_type"]].from_dict(doc)
+        with torch.device("meta"):
+            auto = AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
+            model = auto.from_config(config)
+        return sum(p.numel() for p in model.parameters())
+
+    def layer_parameters(self, kind: str) -> int:
+        """The parameters one decoder layer of type ``kind`` has at these shapes (its mixer, FFN and
+        two norms): ``dense_breakdown``'s formula for a single layer."""
+        from .plan import dense_breakdown
+        import dataclasses
+
+        one = dense_breakdown(dataclasses.replace(self, layer_types=(kind,)), 0)
+        return sum(one.values()) - self.hidden_size      # less the final norm
+
     def to_hf_config(self, vocab_size: int):
         """The ``Qwen3_5TextConfig`` of a compiled model on this target."""
         from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig

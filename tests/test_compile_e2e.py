@@ -185,7 +185,9 @@ def _qwen_like(tmp_path, hidden, intermediate):
 
 
 def test_compile_onto_qwen_shapes(tmp_path, build_dir):
-    """d_k = 128 heads grouped 2:1 and the checkpoint's layer pattern, used exactly; exact runs."""
+    """d_k = 128 heads grouped 2:1, used exactly; the layer types the compiler's (DeltaNet in every
+    layer but the last, whatever the base's [linear x3, full] pattern: a merge lists every layer's
+    type); exact runs."""
     from netlist2tf.target import Target
     target = Target.from_config_json(_qwen_like(tmp_path, 512, 256), layers=8)
     result = synthesize("hdl.examples.counter:Counter", "lut", build_dir)
@@ -193,8 +195,7 @@ def test_compile_onto_qwen_shapes(tmp_path, build_dir):
     cfg = compiled.model.config
     assert (cfg.hidden_size, cfg.intermediate_size, cfg.linear_key_head_dim, cfg.linear_num_value_heads) == \
         (512, 256, 128, 8)
-    assert list(cfg.layer_types) == ["linear_attention"] * 3 + ["full_attention"] + \
-        ["linear_attention"] * 3 + ["full_attention"]
+    assert list(cfg.layer_types) == ["linear_attention"] * 7 + ["full_attention"]
     folder = emit_checkpoint(compiled, result.json_text, tmp_path / "ckpt")
     _verify(folder, cycles=40, batch=2)
     _verify(folder, cycles=15, batch=2, dtype=torch.bfloat16, prefill=False)
@@ -208,9 +209,10 @@ def test_reads_spread_over_deltanet_layers_on_qwen_shapes(tmp_path, build_dir):
     (plan.late_registers). Hand-counted: layer 0 holds the 5 input and 4 write-field chunks (2 to a
     key head: 5) and the counter's 2 register chunks (1): 6 key heads, full, so the checksum
     register ``acc`` (2 chunks, needed only with the reads' data) goes to layer 2 (1); the
-    input-address read, moved to layer 2 by balance_reads, spreads over layers 2 and 4 (5 + 4 key
+    input-address read, moved to layer 2 by balance_reads, spreads over layers 2 and 3 (5 + 4 key
     heads: each layer filled up to 6) and the counter's read (address ready at layer 1) over 1, 2,
-    4, 5 (6 + 0 + 2 + 1).
+    3, 4 (6 + 0 + 2 + 1). Every compiled layer but the last is DeltaNet (the target's pattern has
+    full attention in layer 3: there the reads spread over 1, 2, 4, 5 and 2, 4).
     Exact against the simulator with random writes and reads over all 2,048 words, float32 and
     bfloat16 (prefill)."""
     import json
@@ -223,13 +225,13 @@ def test_reads_spread_over_deltanet_layers_on_qwen_shapes(tmp_path, build_dir):
     target = Target.from_config_json(tmp_path / "config.json", layers=8)
     result = synthesize(f"{Path(__file__).parent}/designs/unusual.py:BigRam", "macro", build_dir)
     compiled = assemble(parse_netlist(result.json_text), target=target)
-    assert compiled.stats["deltanet_key_heads"] == [6, 6, 6, 0, 6, 1, 0, 0]
+    assert compiled.stats["deltanet_key_heads"] == [6, 6, 6, 6, 1, 0, 0, 0]
     sched = compiled.plan.schedule
-    assert sched.read_layers(("ram", 1)) == (1, 2, 4, 5) and sched.read_layers(("ram", 0)) == (2, 4)
+    assert sched.read_layers(("ram", 1)) == (1, 2, 3, 4) and sched.read_layers(("ram", 0)) == (2, 3)
     assert sorted((h.layer, h.holds.rsplit(": ", 1)[1]) for h in compiled.plan.heads if "acc[" in h.holds) == \
         [(2, "acc[0:8]"), (2, "acc[8:16]")]
     ports = {p["port"]: p for p in memory_lowering(compiled.plan)[0]["read_ports"]}
-    assert ports[0]["layers"] == [2, 4] and ports[0]["key_heads"] == 9
+    assert ports[0]["layers"] == [2, 3] and ports[0]["key_heads"] == 9
     folder = emit_checkpoint(compiled, result.json_text, tmp_path / "ckpt")
     _verify(folder, cycles=40, batch=2)
     _verify(folder, cycles=12, batch=2, dtype=torch.bfloat16)

@@ -8,7 +8,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from netlist2tf.errors import Netlist2TFError
-from netlist2tf.target import FULL, LINEAR, Target
+from netlist2tf.target import FULL, LINEAR, Target, geometries
 
 # The text part of Qwen3.5-4B's published config (shared/TOOLCHAIN-NOTES.md), in the multimodal layout.
 QWEN35_4B = {
@@ -156,3 +156,40 @@ def test_random_checkpoint_of_a_published_geometry(tmp_path):
     assert (folder / "model.safetensors.index.json").is_file()
     with pytest.raises(Netlist2TFError, match="no published geometry 'qwen3.5-3b'"):
         make_geometry_base(tmp_path / "c", "qwen3.5-3b")
+
+
+def test_the_compiled_layers_types_are_the_compilers():
+    """On a target, the compiled part takes DeltaNet in every layer but the last (full attention),
+    whatever the base's pattern; the shapes stay the target's."""
+    from netlist2tf.plan import compiled_target
+
+    t = Target.from_config_json("qwen3.5-4b", layers=11)
+    c = compiled_target(t)
+    assert c.layer_types == (LINEAR,) * 10 + (FULL,)
+    assert (c.hidden_size, c.intermediate_size, c.linear_num_value_heads, c.head_dim) == \
+        (t.hidden_size, t.intermediate_size, t.linear_num_value_heads, t.head_dim)
+
+
+@pytest.mark.parametrize("name", ["qwen3.5-0.8b", "qwen3.5-4b"])
+def test_layer_and_base_parameters_are_transformers_counts(name):
+    """``layer_parameters`` equals the parameters of transformers' own decoder layer of each type at
+    the geometry's shapes, and ``base_parameters`` the model transformers builds from the config,
+    which is the sum of its parts: embedding (tied: once), layers, final norm, vision tower."""
+    import torch
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as qm
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    t = Target.from_config_json(name)
+    doc = json.loads(geometries()[name].read_text())
+    config = CONFIG_MAPPING[doc["model_type"]].from_dict(doc)
+    text = config.text_config
+    with torch.device("meta"):
+        for kind in (LINEAR, FULL):
+            i = text.layer_types.index(kind)
+            layer = qm.Qwen3_5DecoderLayer(text, i)
+            assert t.layer_parameters(kind) == sum(p.numel() for p in layer.parameters()), kind
+        vision = qm.Qwen3_5VisionModel._from_config(config.vision_config)
+    layers = sum(t.layer_parameters(k) for k in t.layer_types)
+    embedding = text.vocab_size * text.hidden_size
+    assert doc["tie_word_embeddings"] is True
+    assert t.base_parameters() == embedding + layers + text.hidden_size + sum(p.numel() for p in vision.parameters())
