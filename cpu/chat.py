@@ -176,9 +176,10 @@ class Chat:
             what = (f"unknown parameter(s) {', '.join(sorted(unknown))}" if unknown
                     else f"the parameter {tool.parameter!r} is missing")
             return ToolRun(tool.name, f"error: {what}; {tool.name} takes {tool.parameter!r}", False, self.engine)
-        from .model_engine import MODEL_RAM_SIZE
-        # the compiled model's RAM on every engine, so that they give the same answers and errors
-        run = run_tool(tool, call.arguments[tool.parameter], self.engine, ram_size=MODEL_RAM_SIZE,
+        from .model_engine import MODEL_RAM_SIZE, checkpoint_ram_size
+        # the merged checkpoint's RAM on every engine, so that they give the same answers and errors
+        ram_size = checkpoint_ram_size(self.folder) or MODEL_RAM_SIZE
+        run = run_tool(tool, call.arguments[tool.parameter], self.engine, ram_size=ram_size,
                        max_steps=self.max_steps, checkpoint=self.folder if self.engine == "model" else None,
                        executor=self.executor, log=lambda msg: None, time_limit=self.time_limit)
         hint = self.LIMIT_HINTS.get(run.halt.kind) if run.halt else None

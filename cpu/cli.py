@@ -91,12 +91,13 @@ ENGINES = {
 }
 
 
-def default_ram_size(engine: str) -> int:
-    """The RAM a program is linked for when --ram-size is not given: the compiled model's 16 KiB
-    for ``model`` (its RAM is compiled in), the machine's default otherwise."""
+def default_ram_size(engine: str, checkpoint=None) -> int:
+    """The RAM a program is linked for when --ram-size is not given: for ``model`` with a
+    ``checkpoint``, the RAM that checkpoint's CPU was compiled with; the model engine's and every
+    other engine's default otherwise (the same 64 KiB)."""
     if engine == "model":
-        from .model_engine import MODEL_RAM_SIZE
-        return MODEL_RAM_SIZE
+        from .model_engine import MODEL_RAM_SIZE, checkpoint_ram_size
+        return (checkpoint_ram_size(checkpoint) if checkpoint else None) or MODEL_RAM_SIZE
     return DEFAULT_RAM_SIZE
 
 
@@ -227,7 +228,7 @@ def cmd_run(args) -> int:
     if args.trace is not None:
         check_output_file(args.trace, "--trace", "trace", args.force)
     engine = _configured_engine(args)
-    ram_size = args.ram_size or default_ram_size(args.engine)
+    ram_size = args.ram_size or default_ram_size(args.engine, args.checkpoint)
     image = load_program(args.program, ram_size=ram_size, compiler=args.compiler, opt=args.opt,
                          zba=not args.no_zba)
     if args.input is not None:
@@ -279,7 +280,7 @@ def cmd_check(args) -> int:
         raise InputError(f"unknown program(s) {', '.join(sorted(unknown))}; see `cpu programs`")
     failures = 0
     for prog in chosen:
-        ram_size = args.ram_size or default_ram_size(args.engine)
+        ram_size = args.ram_size or default_ram_size(args.engine, args.checkpoint)
         image = load_program(prog.path, ram_size=ram_size, compiler=args.compiler)
         result = engine(image, ram_size, args.max_steps, False)
         ok = (result.halt.kind == Halt.EXIT and result.halt.exit_code == prog.expected_exit
@@ -321,33 +322,68 @@ def _ram_size(text):
     return value
 
 
+def _fit_row(target, ram, layers, demand) -> list[str]:
+    """One row of ``cpu fit``'s table: the plan's demands against ``target``'s shapes."""
+    from netlist2tf.target import FULL, LINEAR
+
+    heads = demand["deltanet_heads_per_layer"]
+    types = demand["layer_types"]
+    merged = sum(target.layer_parameters(t) for t in types) + demand["vocab_size"] * target.hidden_size
+    return [target.name, f"{ram // 1024} KiB", str(layers),
+            f"{demand['hidden_channels']:,} of {target.hidden_size:,}",
+            f"{max(heads, default=0)} of {target.linear_num_value_heads} ({types.count(LINEAR)} layers)",
+            f"0 of {target.num_attention_heads} ({types.count(FULL)} layer)",
+            f"{max(demand['neurons_per_layer'], default=0):,} of {target.intermediate_size:,}",
+            f"{demand['parameters'] / 1e9:.2f} G",
+            f"+{merged / target.base_parameters():.1%}"]
+
+
+FIT_HEADER = ["target", "RAM", "layers", "residual channels", "DeltaNet value heads a layer",
+              "attention heads a layer", "FFN neurons a layer", "parameters", "merged: + of the base"]
+
+
+def _table(rows) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
+
+
 def cmd_fit(args) -> int:
     from netlist2tf.target import Target, geometries
 
-    from .model_engine import LAYERS, MODEL_RAM_SIZE, fit
+    from .model_engine import LAYERS, MODEL_RAM_SIZE, fewest_layers, fit
 
-    ram = args.ram_size or MODEL_RAM_SIZE
+    rams = args.ram_size or [MODEL_RAM_SIZE]
     # every target read first: a bad one is refused before any planning
     targets = {t: Target.from_config_json(t) for t in args.targets or list(geometries())}
-    bad = 0
-    for t, target in targets.items():
-        name = target.name
-        layers = args.layers or LAYERS
-        demand, problems = fit(t, ram, layers=layers)
-        if demand:
-            spread = "".join(f"; {k} read over DeltaNet layers {v}" for k, v in demand["memory_reads"].items()
-                             if len(v) > 1)
-            late = (f"; {demand['late_register_chunks']} register chunks read after layer 0"
-                    if demand["late_register_chunks"] else "")
-            print(f"{name}: the CPU with {ram // 1024} KiB of RAM fits {layers} layers of its shapes: "
-                  f"{demand['hidden_channels']} residual channels of {target.hidden_size}, "
-                  f"FFN neurons per layer {demand['neurons_per_layer']}, DeltaNet value heads per layer "
-                  f"{demand['deltanet_heads_per_layer']}{spread}{late}")
-        else:
-            bad += 1
-            print(f"{name}: the CPU with {ram // 1024} KiB of RAM does not fit {layers} layers of its shapes:\n"
-                  f"{problems}")
-        sys.stdout.flush()
+    log = (lambda msg: print(f"cpu fit: {msg}", file=sys.stderr)) if sys.stderr.isatty() else None
+    rows, notes, bad = [FIT_HEADER], [], 0
+    for ram in rams:
+        for t, target in targets.items():
+            name = target.name
+            if args.layers:
+                layers = args.layers
+                demand, problems = fit(t, ram, layers=layers)
+            else:
+                layers, demand, problems = fewest_layers(t, ram, start=LAYERS, log=log)
+            if demand:
+                rows.append(_fit_row(target, ram, layers, demand))
+                spread = "; ".join(f"{k} read over layers {v}" for k, v in demand["memory_reads"].items())
+                late = (f"; {demand['late_register_chunks']} register chunks read after layer 0"
+                        if demand["late_register_chunks"] else "")
+                notes.append(f"{name}, {ram // 1024} KiB, {layers} layers: DeltaNet value heads per layer "
+                             f"{demand['deltanet_heads_per_layer']}; FFN neurons per layer "
+                             f"{demand['neurons_per_layer']}; {spread}{late}")
+            else:
+                bad += 1
+                rows.append([name, f"{ram // 1024} KiB", f"not {layers}" if layers else "none", "", "", "",
+                             "", "", ""])
+                notes.append(f"{name}, {ram // 1024} KiB: does not fit "
+                             f"{f'{layers} layers' if layers else 'any number of layers'} of its shapes:\n{problems}")
+            print(notes[-1], flush=True)
+    print("\n" + _table(rows))
+    print("\nlayers: the fewest from " + (f"{args.layers} (--layers)" if args.layers else f"{LAYERS} that hold it")
+          + "; merged: + of the base = the compiled layers at the base's per-layer shapes and one embedding row per "
+            "trace token, over the base's parameters as transformers builds it (vision tower included)")
     return 1 if bad else 0
 
 
@@ -474,18 +510,20 @@ def build_parser():
     check.set_defaults(func=cmd_check)
 
     fit = sub.add_parser("fit", help="check whether the compiled CPU fits published Qwen3.5 geometries",
-                         description="plan the compiled CPU (11 layers, or --layers) onto each target's per-layer shapes "
-                                     "and say whether it fits, or which numbers do not (exit status 1 if "
-                                     "one does not fit); about 2 minutes per target", formatter_class=Formatter)
+                         description="plan the compiled CPU onto each target's per-layer shapes: the fewest layers "
+                                     "from 11 that hold it (or exactly --layers N), its residual, heads and FFN "
+                                     "width per layer, its parameters and what it adds merged in front of the "
+                                     "base; or which numbers do not fit (exit status 1 if one does not fit). "
+                                     "Plans only: 2-6 minutes a plan, 1-3 plans a row", formatter_class=Formatter)
     fit.add_argument("targets", nargs="*", metavar="TARGET",
                      help="a published geometry (qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b), a "
                           "Qwen3.5 config.json or checkpoint folder (default: the four published geometries)")
-    fit.add_argument("--ram-size", type=_ram_size, default=None,
-                     help="RAM size in bytes (default 16384, the model engine's)")
+    fit.add_argument("--ram-size", type=_ram_size, default=None, action="append",
+                     help="RAM size in bytes (default 16384, the model engine's); repeat it for a row per size")
     fit.add_argument("--layers", type=int, default=None, metavar="N",
-                     help="compiled layers to plan for (default 11, the model engine's; a published "
-                          "geometry's layers hold few DeltaNet heads, so a large RAM's reads spread over "
-                          "more of them)")
+                     help="plan exactly N compiled layers (default: the fewest from 11, the model engine's "
+                          "count, that hold it: a published geometry's layers hold few DeltaNet heads, so a "
+                          "large RAM's reads spread over more of them)")
     fit.set_defaults(func=cmd_fit)
 
     build = sub.add_parser("build", help="compile the CPU onto a Qwen3.5 geometry's shapes (a checkpoint folder)",

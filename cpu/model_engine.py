@@ -300,28 +300,75 @@ def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
     return keep_outputs(parse_netlist(result.json_text, str(result.json_path)), MODEL_OUTPUTS)
 
 
-def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None, layers: int = LAYERS) -> tuple[dict | None, str]:
+def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None, layers: int = LAYERS,
+        netlist=None) -> tuple[dict | None, str]:
     """Whether the compiled CPU (``ram_size`` bytes of RAM, the model's settings) fits ``layers``
     layers of ``target``'s shapes (a Qwen3.5 config.json, a checkpoint folder or a published geometry's
     name: netlist2tf.target.geometries): (the plan's demands, "") when it fits, (None, the planner's
-    sentences naming every number that does not fit) when not. Plans only (no weights): ~2 minutes."""
+    sentences naming every number that does not fit) when not. Plans only (no weights): 2-6 minutes
+    on this machine. ``netlist``: the synthesized core (``fit_netlist``), to plan it several times."""
     import dataclasses
 
-    from netlist2tf.errors import Netlist2TFError
-    from netlist2tf.frontend import synthesize
-    from netlist2tf.ir import parse_netlist
     from netlist2tf.plan import plan_model
     from netlist2tf.target import Target
 
     t = Target.from_config_json(target, layers=layers)
-    result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     settings = dataclasses.replace(model_settings(), target=t)
     try:
-        return plan_model(parse_netlist(result.json_text, str(result.json_path)), settings).fit(), ""
+        return plan_model(netlist or fit_netlist(ram_size, build_dir), settings).fit(), ""
     except Netlist2TFError as exc:
         if "does not fit the target" not in str(exc):
             raise
         return None, str(exc).split("\n", 1)[1] if "\n" in str(exc) else str(exc)
+
+
+def fit_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
+    """The synthesized core with ``ram_size`` bytes of RAM, as ``fit`` plans it (all its outputs:
+    the plan keeps ``MODEL_OUTPUTS``)."""
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.ir import parse_netlist
+
+    result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
+    return parse_netlist(result.json_text, str(result.json_path))
+
+
+PROBE_LAYERS = 64       # fewest_layers: a count this large holds any CPU whose residual and FFNs fit
+
+
+def fewest_layers(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None, start: int = LAYERS,
+                  log=None) -> tuple[int | None, dict | None, str]:
+    """The fewest compiled layers of ``target``'s shapes that hold the CPU, from ``start`` up:
+    (layers, the plan's demands there, "") or, when even ``PROBE_LAYERS`` do not hold it (a
+    residual or an FFN too narrow at any depth), (None, None, the planner's sentences). Plans
+    ``start``, then ``PROBE_LAYERS``, then gallops up from ``start`` (1, 2, 4, ... more layers) to a
+    count that holds it and bisects below it (a count that holds the CPU holds it with one more
+    layer: the reads only spread less): 4-7 plans of 2-6 minutes each where ``start`` does not fit."""
+    log = log or (lambda msg: None)
+    netlist = fit_netlist(ram_size, build_dir)
+    plans: dict = {}
+
+    def plan(layers):
+        log(f"planning {layers} layers")
+        plans[layers] = fit(target, ram_size, build_dir, layers, netlist)
+        return plans[layers][0]
+
+    if plan(start):
+        return start, plans[start][0], ""
+    if not plan(PROBE_LAYERS):
+        return None, None, plans[PROBE_LAYERS][1]
+    low, step = start, 1                     # low does not fit
+    while True:
+        high = min(start + step, PROBE_LAYERS)
+        if high == PROBE_LAYERS or plan(high):
+            break
+        low, step = high, 2 * step
+    while high - low > 1:
+        mid = (low + high) // 2
+        if plan(mid):
+            high = mid
+        else:
+            low = mid
+    return high, plans[high][0], ""
 
 
 def cpu_report(ram_size: int = MODEL_RAM_SIZE, zba: bool = True, build_dir=None) -> dict:
@@ -338,6 +385,20 @@ def cpu_report(ram_size: int = MODEL_RAM_SIZE, zba: bool = True, build_dir=None)
     result = synthesize(design, flow=FLOW, build_dir=build_dir)
     netlist = parse_netlist(result.json_text, str(result.json_path))
     return build_report(plan_model(netlist, model_settings()), design=design, synth=result, netlist=netlist)
+
+
+def checkpoint_ram_size(folder) -> int | None:
+    """The RAM size (bytes) of the CPU a checkpoint folder was compiled from (its compile.json's
+    design, as ``core_design`` writes it; a merged folder keeps the compiled one's), or None where
+    the folder says none: what ``--checkpoint`` runs with when ``--ram-size`` is not given."""
+    import re
+
+    try:
+        design = json.loads((Path(folder) / "compile.json").read_text())["settings"]["design"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    found = re.fullmatch(r"hdl\.rv32:Core\(ram_size=(\d+),.*\)", str(design))
+    return int(found.group(1)) if found else None
 
 
 def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=None, checkpoint=None,

@@ -309,9 +309,9 @@ def test_fit_names_the_numbers_that_do_not_fit(capsys):
     names the layers, the numbers and the reads, and exits 1."""
     import re
 
-    assert cli.main(["fit", "qwen3.5-4b"]) == 1
+    assert cli.main(["fit", "qwen3.5-4b", "--layers", "11"]) == 1
     out = capsys.readouterr().out
-    assert "Qwen/Qwen3.5-4B: the CPU with 16 KiB of RAM does not fit 11 layers of its shapes" in out
+    assert "Qwen/Qwen3.5-4B, 16 KiB: does not fit 11 layers of its shapes" in out
     needs = [int(n) for n in re.findall(r"layer \d+ needs (\d+) DeltaNet value heads, the target has 32 per layer", out)]
     assert needs and max(needs) == 34, out
     assert "the banks of memory read(s) ram.0, ram.1 spread over as many DeltaNet layers as 11 layers leave" in out
@@ -331,3 +331,51 @@ def test_64k_fits_the_4b_in_22_layers(capsys):
     assert "ram.0 read over DeltaNet layers [1, 2, 4, 5, 6]" in out, out
     load = re.search(r"ram\.1 read over DeltaNet layers \[([\d, ]+)\]", out)
     assert load and len(load.group(1).split(",")) == 5, out
+
+@pytest.mark.parametrize("threshold", [11, 12, 13, 17, 30, 64, None])
+def test_fewest_layers_search(monkeypatch, threshold):
+    """`cpu fit`'s search: with a plan that fits from THRESHOLD layers on (None: never, as for a
+    residual too narrow at any depth), ``fewest_layers`` returns THRESHOLD (or None with the
+    planner's sentences) and plans few counts: 11, the 64-layer probe, then galloping and bisecting."""
+    from cpu import model_engine
+
+    planned = []
+
+    def fake_fit(target, ram_size, build_dir, layers, netlist):
+        planned.append(layers)
+        ok = threshold is not None and layers >= threshold
+        return ({"layers": layers}, "") if ok else (None, f"  - {layers} layers do not fit")
+
+    monkeypatch.setattr(model_engine, "fit", fake_fit)
+    monkeypatch.setattr(model_engine, "fit_netlist", lambda ram_size, build_dir: None)
+    layers, demand, problems = model_engine.fewest_layers("qwen3.5-4b", 16384)
+    assert layers == threshold
+    if threshold is None:
+        assert demand is None and problems == "  - 64 layers do not fit" and planned == [11, 64]
+    else:
+        assert demand == {"layers": threshold} and problems == ""
+        assert len(planned) <= 2 + 2 * 6, planned
+        # the answer is proved minimal by a plan one layer below it (or it is the start)
+        assert threshold == 11 or threshold - 1 in planned, planned
+
+
+def test_a_checkpoint_says_its_ram_size(tmp_path):
+    """`--checkpoint` without `--ram-size` links programs for the RAM the checkpoint's CPU was
+    compiled with (its compile.json's design); a folder that does not say gives the default."""
+    import json
+
+    from cpu import model_engine
+    from cpu.cli import default_ram_size
+
+    for ram in (16384, 65536):
+        folder = tmp_path / str(ram)
+        folder.mkdir()
+        (folder / "compile.json").write_text(json.dumps({"settings": {"design": model_engine.core_design(ram)}}))
+        assert model_engine.checkpoint_ram_size(folder) == ram
+        assert default_ram_size("model", folder) == ram
+        assert default_ram_size("unicorn", folder) == 65536
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "compile.json").write_text(json.dumps({"settings": {"design": "hdl.examples.fifo:FIFO"}}))
+    assert model_engine.checkpoint_ram_size(other) is None and model_engine.checkpoint_ram_size(tmp_path) is None
+    assert default_ram_size("model", other) == model_engine.MODEL_RAM_SIZE
