@@ -15,7 +15,7 @@ errors in the input (compile errors, bad ELF files, missing files).
 
 Engines are functions ``(image, ram_size, max_steps, trace) -> RunResult`` in ``ENGINES``; ``model``
 is the CPU compiled into a Qwen3.5 checkpoint (cpu/model_engine.py: built once and cached under
-build/cpu-model/, 16 KiB of RAM by default), run with stock transformers.
+build/cpu-model/, 64 KiB of RAM by default, the machine's), run with stock transformers.
 """
 
 import argparse
@@ -443,7 +443,7 @@ def build_parser():
         p.add_argument("--max-steps", type=count(1, None, "--max-steps"), default=10_000_000,
                        help="stop after N instructions (exit status 4)")
         p.add_argument("--ram-size", type=_ram_size, default=None,
-                       help=f"RAM size in bytes (default {DEFAULT_RAM_SIZE}; 16384 for --engine model)")
+                       help=f"RAM size in bytes (default {DEFAULT_RAM_SIZE}; for --engine model --checkpoint, the checkpoint's)")
         p.add_argument("--compiler", choices=("zig", "gcc", "clang"), default=None,
                        help="C compiler (default: $NETLIST2TF_CC, else zig)")
 
@@ -519,7 +519,7 @@ def build_parser():
                      help="a published geometry (qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b), a "
                           "Qwen3.5 config.json or checkpoint folder (default: the four published geometries)")
     fit.add_argument("--ram-size", type=_ram_size, default=None, action="append",
-                     help="RAM size in bytes (default 16384, the model engine's); repeat it for a row per size")
+                     help="RAM size in bytes (default 65536, the model engine's); repeat it for a row per size")
     fit.add_argument("--layers", type=int, default=None, metavar="N",
                      help="plan exactly N compiled layers (default: the fewest from 11, the model engine's "
                           "count, that hold it: a published geometry's layers hold few DeltaNet heads, so a "
@@ -540,7 +540,7 @@ def build_parser():
                             "config.json or checkpoint folder")
     build.add_argument("--layers", type=int, default=None, metavar="N", help="compiled layers (default 11)")
     build.add_argument("--ram-size", type=_ram_size, default=None,
-                       help="RAM size in bytes (default 16384, the model engine's)")
+                       help="RAM size in bytes (default 65536, the model engine's)")
     build.add_argument("--out", type=path_arg, metavar="DIR", required=True, help="a new folder for the checkpoint")
     build.set_defaults(func=cmd_build)
     report = sub.add_parser("report", help="the compiled CPU's layer report from hdl/rv32 as it is now (no weights)",
@@ -550,7 +550,7 @@ def build_parser():
                                         "report (e.g. build/cpu-model/<hash>/report/report.json)",
                             formatter_class=Formatter)
     report.add_argument("--ram-size", type=_ram_size, default=None,
-                        help="RAM size in bytes (default 16384, the model engine's)")
+                        help="RAM size in bytes (default 65536, the model engine's)")
     report.add_argument("--no-zba", action="store_true", help="the core without the Zba extension")
     report.add_argument("--out", type=path_arg, metavar="DIR", default=None,
                         help="the report folder (default build/reports/cpu-16k[-nozba])")

@@ -44,7 +44,7 @@ from hdl.rv32.core import M_CYCLES, m_retires   # a division occupies the core u
 from .machine import CONSOLE_ADDR, Halt, Retire, RunResult
 from .netlist_engine import check_image, core_design, halt_from_port
 
-MODEL_RAM_SIZE = 16 * 1024       # 4,096 words: the table but libc (~17 KiB) fits; 64 KiB is 4x the heads
+MODEL_RAM_SIZE = 64 * 1024       # the machine's 64 KiB (16,384 words) on every engine: libc programs need more than 16 KiB
 LAYERS = 11
 KEY_HEAD_DIM = 256               # DeltaNet slots per key head: a bank of 256 RAM words
 FLOW = "macro6"

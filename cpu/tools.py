@@ -76,7 +76,7 @@ def run_tool(tool: Tool | str, argument: str, engine: str = "unicorn", ram_size:
              compiler=None, log=None, time_limit: float | None = None) -> ToolRun:
     """Run ``tool`` with ``argument`` as its input on ``engine`` ("unicorn", "netlist" or "model";
     ``checkpoint``/``executor``/``dtype`` as for ``cpu run --engine model``). ``ram_size``: default the
-    model's 16 KiB for the model engine, else the machine's 64 KiB. ``max_steps``: the instructions
+    merged checkpoint's RAM for the model engine, else the machine's 64 KiB. ``max_steps``: the instructions
     the call may run (default the tool's ``max_steps``); ``time_limit``: the seconds of wall-clock
     time it may run (None: no limit), counted from the program's first cycle (loading the model or
     building the netlist is before). A call stopped by either is an ``error: ...`` output that says
@@ -84,7 +84,7 @@ def run_tool(tool: Tool | str, argument: str, engine: str = "unicorn", ram_size:
     from .cli import ENGINES, default_ram_size
 
     tool = TOOLS[tool] if isinstance(tool, str) else tool
-    ram_size = ram_size or default_ram_size(engine)
+    ram_size = ram_size or default_ram_size(engine, checkpoint)
     max_steps = max_steps or tool.max_steps
     data = argument.encode("utf-8")
     try:

@@ -18,6 +18,9 @@ from netlist2tf.frontend import synthesize
 from netlist2tf.ir import parse_netlist
 from netlist2tf.verify import expected_tokens
 
+from cpu.model_engine import MODEL_RAM_SIZE as RAM
+from cpu.programs import PROGRAMS
+
 # every example design at its fewest layers (as tests/test_compile_e2e.py compiles them); the ALU
 # (11 layers, 331 M parameters) is a slow case
 DESIGNS = [("hdl.examples.counter:Counter", 4), ("hdl.examples.lfsr:LFSR", 4),
@@ -155,9 +158,9 @@ def cpu_trace():
     from cpu.model_engine import _draft_run, load_model
     from netlist2tf.sim import TableStimulus
 
-    image = load_program(Path(__file__).resolve().parent.parent / "cpu" / "programs" / "hi.c", ram_size=16384)
+    image = load_program(Path(__file__).resolve().parent.parent / "cpu" / "programs" / "hi.c", ram_size=RAM)
     model, protocol, netlist, inits, meta, folder = load_model()
-    cycles = _draft_run(model, protocol, [image], 16384, 1000, None)
+    cycles = _draft_run(model, protocol, [image], RAM, 1000, None)
     mems = [{**meta["initial_memory"], "ram": image.words()}]
     rows, _, _ = expected_tokens(protocol, netlist, inits, cycles, 1, 0, mems,
                                  stimulus=TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)}))
@@ -189,7 +192,7 @@ def test_every_layer_equals_stock_deep_into_a_program(dtype):
     from cpu.programs import table_images
     from netlist2tf.sim import TableStimulus
 
-    image = dict((p.name, img) for p, img in table_images(16384))["crc32"]
+    image = dict((p.name, img) for p, img in table_images(RAM))["crc32"]
     model, protocol, netlist, inits, meta, folder = load_model()
     mems = [{**meta["initial_memory"], "ram": image.words()}]
     rows, _, _ = expected_tokens(protocol, netlist, inits, 400, 1, 0, mems,
@@ -249,11 +252,11 @@ def test_cpu_programs_generated_by_the_fast_executor_equal_unicorn(capsys):
     from cpu.model_engine import run_model_batch
     from cpu.unicorn_ref import run_unicorn
 
-    hi = load_program(Path(__file__).resolve().parent.parent / "cpu" / "programs" / "hi.c", ram_size=16384)
+    hi = load_program(Path(__file__).resolve().parent.parent / "cpu" / "programs" / "hi.c", ram_size=RAM)
     trap = Image.from_words(asm.li(5, 0x3001) + [asm.lw(6, 5, 0)])           # a misaligned load
     for image in (hi, trap):
         (got,) = run_model_batch([image], executor="fast")
-        want = run_unicorn(image, ram_size=16384, max_steps=1_000_000)
+        want = run_unicorn(image, ram_size=RAM, max_steps=1_000_000)
         assert (got.console, got.halt, got.records) == (want.console, want.halt, want.records)
 
 
@@ -261,7 +264,7 @@ def _fast_teacher_forced(images):
     from cpu.model_engine import check_model_batch
     from cpu.unicorn_ref import run_unicorn
 
-    refs = [run_unicorn(img, ram_size=16384) for img in images]
+    refs = [run_unicorn(img, ram_size=RAM) for img in images]
     results = check_model_batch(images, executor="fast", log=lambda m: None)
     for r, ref in zip(results, refs):
         assert (r.console, r.halt, r.records) == (ref.console, ref.halt, ref.records)
@@ -277,7 +280,7 @@ def test_traps_hazards_and_fuzzed_programs_teacher_forced_by_the_fast_executor()
     from cpu.fuzz import random_program
     from cpu.isa_tests import TRAP_TESTS, hazard_programs
 
-    _fast_teacher_forced(list(hazard_programs().values()) + [random_program(1, 12, 16384, compact=True)])
+    _fast_teacher_forced(list(hazard_programs().values()) + [random_program(1, 12, RAM, compact=True)])
 
 
 @pytest.mark.slow
@@ -288,13 +291,12 @@ def test_every_trap_and_100_fuzzed_programs_teacher_forced_by_the_fast_executor(
 
     _fast_teacher_forced([TRAP_TESTS[name]().image for name in sorted(TRAP_TESTS)])
     for start in range(0, 100, 10):
-        _fast_teacher_forced([random_program(1000 + s, 12, 16384, compact=True) for s in range(start, start + 10)])
+        _fast_teacher_forced([random_program(1000 + s, 12, RAM, compact=True) for s in range(start, start + 10)])
 
 
 @pytest.mark.slow
 @pytest.mark.xdist_group("cpu-model")
-@pytest.mark.parametrize("name", ["hello", "fibonacci", "sieve", "quicksort", "crc32", "matmul", "strings",
-                                  "recursion", "longlong", "muldiv", "tokenizer"])      # libc needs > 16 KiB
+@pytest.mark.parametrize("name", [p.name for p in PROGRAMS])
 def test_program_table_generated_by_the_fast_executor(name):
     """Each table program generated end to end by the fast executor (minutes each here): output, exit
     code and every record equal to unicorn's."""
@@ -304,9 +306,9 @@ def test_program_table_generated_by_the_fast_executor(name):
     from cpu.unicorn_ref import run_unicorn
 
     prog = PROGRAMS_BY_NAME[name]
-    image = load_program(prog.path, ram_size=16384)
+    image = load_program(prog.path, ram_size=RAM)
     (got,) = run_model_batch([image], max_steps=10_000_000, executor="fast", log=lambda m: None)
-    want = run_unicorn(image, ram_size=16384, max_steps=10_000_000)
+    want = run_unicorn(image, ram_size=RAM, max_steps=10_000_000)
     assert got.console == prog.expected_output and got.halt.exit_code == prog.expected_exit
     assert (got.console, got.halt, got.records) == (want.console, want.halt, want.records)
 
@@ -342,11 +344,11 @@ def _first_cycles(names, steps=2000):
     from cpu.programs import table_images
     from cpu.unicorn_ref import run_unicorn
 
-    images = [img for prog, img in table_images(16384) if prog.name in names and img is not None]
+    images = [img for prog, img in table_images(RAM) if prog.name in names and img is not None]
     assert len(images) == len(names)
     results = check_model_batch(images, max_steps=steps, executor="fast", log=lambda m: None)
     for r, img in zip(results, images):
-        want = run_unicorn(img, ram_size=16384, max_steps=steps)
+        want = run_unicorn(img, ram_size=RAM, max_steps=steps)
         assert (r.console, r.halt, r.records) == (want.console, want.halt, want.records)
 
 
@@ -361,5 +363,5 @@ def test_first_cycles_of_a_table_program_teacher_forced_by_the_fast_executor():
 def test_first_2000_cycles_of_every_table_program_teacher_forced_by_the_fast_executor():
     from cpu.programs import PROGRAMS, table_images
 
-    _first_cycles({prog.name for prog, img in table_images(16384) if img is not None})
+    _first_cycles({prog.name for prog, img in table_images(RAM) if img is not None})
     assert len(PROGRAMS) == 13

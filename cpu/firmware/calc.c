@@ -42,7 +42,7 @@ static const char *src, *end, *start;
 static uintptr_t heap_high; /* the highest address the numbers reach: the stack must stay above it */
 
 /* Console output by stores to the console (runtime.h), without printf: its formatter would take a
- * third of the model's 16 KiB of RAM, and a call per character costs a dozen instructions. */
+ * third of 16 KiB of RAM (the model's RAM when calc was written), and a call per character costs a dozen instructions. */
 #define OUT(c) (*(volatile uint8_t *)CONSOLE_ADDR = (uint8_t)(c))
 
 static void say(const char *s)
@@ -331,7 +331,7 @@ static void divmod(const num *a, const num *b, num **q, num **m)
     int n = v->n;
     uint32_t top = v->d[n - 1];
     /* The quotient's digit i replaces u's limb i, which step i reads last: u becomes the quotient (a
-     * buffer less in the model's 16 KiB). rem < v before each step, so rem * BASE + u->d[i] has at most
+     * buffer less in a small RAM). rem < v before each step, so rem * BASE + u->d[i] has at most
      * n + 1 limbs. */
     num *quo = u, *rem = alloc(n + 1), *t = alloc(n + 1);
     for (int i = u->n - 1; i >= 0; i--) {

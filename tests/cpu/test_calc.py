@@ -11,7 +11,10 @@ from cpu.machine import Image, with_input
 from cpu.tools import CALC, run_tool, tool_image
 from cpu.unicorn_ref import run_unicorn
 
-RAM = 16384          # the compiled model's RAM: the firmware must fit it
+from cpu.model_engine import MODEL_RAM_SIZE
+
+RAM = MODEL_RAM_SIZE  # the compiled model's RAM: the firmware must fit it
+SMALL = 16384         # a small RAM, where calc's limits on input and operands are reached
 
 
 def _num(rng, digits):
@@ -93,11 +96,11 @@ def test_calc_limits():
     """1,200-digit results are exact; an input too long for RAM and a run past the step budget are
     errors of the call, not of the host."""
     big = 10 ** 1199 + 12345
-    run = run_tool(CALC, f"{big} * 1 + 0", "unicorn", ram_size=RAM)
+    run = run_tool(CALC, f"{big} * 1 + 0", "unicorn", ram_size=SMALL)
     assert run.ok and run.output == str(big)
-    run = run_tool(CALC, "1+" * 8000 + "1", "unicorn", ram_size=RAM)
+    run = run_tool(CALC, "1+" * 8000 + "1", "unicorn", ram_size=SMALL)
     assert not run.ok and run.output.startswith("error: the expression is too long for the machine")
-    run = run_tool(CALC, "3^3000 % 7", "unicorn", ram_size=RAM, max_steps=10_000)
+    run = run_tool(CALC, "3^3000 % 7", "unicorn", ram_size=SMALL, max_steps=10_000)
     assert not run.ok and "did not finish within 10,000 instructions" in run.output
 
 
@@ -110,10 +113,10 @@ def _max_dividends():
 def test_division_of_the_longest_dividend():
     """`/` and `%` of a 1,197-1,200 digit dividend are exact: the limit is on the results, not on the
     division's scaled dividend (a limb longer than 1,200 digits where the scaling carries, which used to
-    answer "result too large"). Small and large divisors of both signs, on the model's 16 KiB."""
-    run = run_tool(CALC, "10^1199 % 7", "unicorn", ram_size=RAM)
+    answer "result too large"). Small and large divisors of both signs, on 16 KiB."""
+    run = run_tool(CALC, "10^1199 % 7", "unicorn", ram_size=SMALL)
     assert (run.ok, run.output) == (True, "5")
-    run = run_tool(CALC, "10^1199 / 7", "unicorn", ram_size=RAM)
+    run = run_tool(CALC, "10^1199 / 7", "unicorn", ram_size=SMALL)
     assert (run.ok, run.output) == (True, str(10 ** 1199 // 7))
     rng = random.Random(13)
     nines, ten, a = _max_dividends()
@@ -121,20 +124,20 @@ def test_division_of_the_longest_dividend():
              (a, 10 ** 4 + 1), (a, _num(rng, 40)), (-a, 7), (-a, -_num(rng, 40)), (10 ** 1196 + 3, 7)]
     for a, b in pairs:
         for op, want in (("/", a // b), ("%", a % b)):
-            run = run_tool(CALC, f"{a} {op} ({b})", "unicorn", ram_size=RAM)
+            run = run_tool(CALC, f"{a} {op} ({b})", "unicorn", ram_size=SMALL)
             assert (run.ok, run.output) == (True, str(want)), (len(str(a)), op, b, run.output[:80])
 
 
 def test_division_of_two_longest_operands():
     """A 1,200-digit dividend over a 1,200-digit divisor: exact with 64 KiB of RAM (unicorn's and the
-    netlist's default); with the model's 16 KiB the input, the operands and the division's buffers do
+    netlist's default); with 16 KiB the input, the operands and the division's buffers do
     not fit, and the answer says so (not "result too large")."""
     rng = random.Random(14)
     a, b = _max_dividends()[2], rng.randrange(10 ** 1199, 10 ** 1200)
     for text, want in ((f"{a} / {b}", a // b), (f"-{a} % {b}", -a % b), (f"{b} % -{a}", b % -a)):
         run = run_tool(CALC, text, "unicorn", ram_size=65536)
         assert (run.ok, run.output) == (True, str(want))
-    run = run_tool(CALC, f"{a} % {b}", "unicorn", ram_size=RAM)
+    run = run_tool(CALC, f"{a} % {b}", "unicorn", ram_size=SMALL)
     assert not run.ok and run.output.startswith("error: out of memory"), run.output
 
 

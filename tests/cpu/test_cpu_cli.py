@@ -120,7 +120,7 @@ def test_console_script_entry_point():
 def test_model_options(monkeypatch, capsysbinary, tmp_path):
     """--dtype/--batch/--plain/--token-by-token/--teacher-forced/--threads belong to the model engine;
     its default decoding is speculative, --plain and --token-by-token generate plainly; the model
-    engine links programs for its 16 KiB RAM and reports tokens, tokens per instruction, tokens/s and
+    engine links programs for its 64 KiB RAM and reports tokens, tokens per instruction, tokens/s and
     how the tokens were produced (engine faked here: tests/cpu/test_model_engine.py runs the real one)."""
     assert cli.main(["run", str(SIEVE.path), "--dtype", "bfloat16"]) == 2
     assert b"options of --engine model" in capsysbinary.readouterr().err
@@ -141,20 +141,20 @@ def test_model_options(monkeypatch, capsysbinary, tmp_path):
                      "--token-by-token"]) == 10
     out, err = capsysbinary.readouterr()
     assert out == b"hi\n"
-    assert calls == [(16384, "bfloat16", 2, False, "plain", None)]
+    assert calls == [(65536, "bfloat16", 2, False, "plain", None)]
     assert b"330 generated tokens (40 prompt tokens), 82.5 tokens/instruction, 330.0 tokens/s" in err
     assert b"(batch 2, bfloat16, plain generation, token by token)" in err
     assert b"layer report build/cpu-model/x/report/report.html" in err
     assert cli.main(["run", str(hi), "--engine", "model"]) == 10
     default = cli.model_dtype(None)[0]             # what this machine runs fastest (netlist2tf.hardware)
-    assert calls[-1] == (16384, default, 1, True, "speculative", None)
+    assert calls[-1] == (65536, default, 1, True, "speculative", None)
     assert b"speculative decoding: every token drafted" in capsysbinary.readouterr().err
     assert cli.main(["run", str(hi), "--engine", "model", "--plain"]) == 10
-    assert calls[-1] == (16384, default, 1, True, "plain", None)
+    assert calls[-1] == (65536, default, 1, True, "plain", None)
     assert b"plain generation, prompt prefilled" in capsysbinary.readouterr().err
     assert cli.main(["run", str(hi), "--engine", "model", "--teacher-forced", "--threads", "2",
                      "--dtype", "float32"]) == 10
-    assert calls[-1] == (16384, "float32", 1, True, "teacher-forced", 2)
+    assert calls[-1] == (65536, "float32", 1, True, "teacher-forced", 2)
     assert b"(batch 1, float32, teacher-forced: every generated token checked" in capsysbinary.readouterr().err
     assert cli.main(["run", str(hi), "--engine", "model", "--checkpoint", str(tmp_path)]) == 10
     capsysbinary.readouterr()
@@ -207,7 +207,7 @@ def test_model_checkpoint_must_be_the_cpu(monkeypatch, tmp_path, capsys):
     (tmp_path / "compile.json").write_text(json.dumps({"settings": {"design": "hdl.examples.counter:Counter"}}))
     assert cli.main(["run", str(hi), "--engine", "model", "--checkpoint", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert f"{tmp_path} is not the compiled CPU with 16,384 bytes of RAM" in err
+    assert f"{tmp_path} is not the compiled CPU with 65,536 bytes of RAM" in err
     assert "hdl.examples.counter:Counter" in err and "netlist2tf merge" in err
     assert cli.main(["run", str(hi), "--checkpoint", str(tmp_path)]) == 2
     assert "options of --engine model" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from cpu.fuzz import random_program
 from cpu.machine import Halt
 from cpu.isa_tests import ISA_TESTS, hazard_programs, ram_needed
 from cpu.model_engine import MODEL_RAM_SIZE, check_model_batch, load_model, run_model_batch
+from cpu.programs import PROGRAMS
 from cpu.unicorn_ref import run_unicorn
 from netlist2tf.merge import text_prefix_tokens
 
@@ -153,7 +154,7 @@ def test_every_trap_teacher_forced(model):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(n for n, f in ISA_TESTS.items() if ram_needed(f()) <= RAM))
 def test_isa_program_teacher_forced(request, model, name):
-    """The self-checking ISA programs that fit 16 KiB (44 of 51: the branch tests need 26 KiB), one
+    """The self-checking ISA programs that fit the model's RAM (all 51 in 64 KiB), one
     per instruction, teacher-forced: 82,000 cycles in all (~3 hours in bfloat16 on one core)."""
     img = ISA_TESTS[name]()
     assert _teacher_forced([img], *_options(request), resume_dir=BUILD / "teacher-forced") > 0
@@ -284,10 +285,9 @@ def test_fuzzed_generated(request, model):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["hello", "fibonacci", "sieve", "quicksort", "crc32", "matmul", "strings",
-                                  "recursion", "longlong", "muldiv", "tokenizer"])      # libc needs > 16 KiB
+@pytest.mark.parametrize("name", [p.name for p in PROGRAMS])
 def test_program_table_teacher_forced(request, model, name):
-    """The program table (16 KiB RAM) on the model, teacher-forced against the netlist simulator
+    """The program table (the model's 64 KiB RAM) on the model, teacher-forced against the netlist simulator
     (0.5-5 hours per program in bfloat16 on one core here, --model-dtype bfloat16; --model-threads 2
     ~1.8x faster: run selectively, e.g. -k hello). Progress is saved every 5 minutes under
     build/teacher-forced/: a run stopped part-way continues where it was when run again."""
