@@ -18,9 +18,10 @@ def test_core_fits_eleven_layers(build_dir):
     reads = {}
     for (mem, port), layer in s.read_layer.items():
         reads.setdefault(mem, []).append(layer)
-    # the RAM: fetch in layer 1, the load port in 4; the registers: the constant-address a7/a0 reads
-    # in layer 1, rs1/rs2 in 2
-    assert sorted(reads) == ["ram", "regs"] and sorted(reads["ram"]) == [1, 4]
+    # the RAM: fetch in layer 1, the load port in 4 with 16 KiB, in 5 with 64 KiB (its address
+    # decoded over 14 word bits); the registers: the constant-address a7/a0 reads in layer 1, rs1/rs2 in 2
+    load = {16384: 4, 65536: 5}[MODEL_RAM_SIZE]
+    assert sorted(reads) == ["ram", "regs"] and sorted(reads["ram"]) == [1, load]
     assert sorted(reads["regs"]) == [1, 1, 2, 2]
     # balanced FFN widths: the widest layer within 1.6x the mean of layers 2.. (unbalanced: 2.6x;
     # 1.51x now, 1.48x-1.60x over issue 18's HDL edits: abc's mapping moves slices between layers)

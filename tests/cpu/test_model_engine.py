@@ -62,14 +62,21 @@ def test_reads_balanced_over_the_deltanet_layers(model):
     layer 0 4 key heads (the rst input's and the 11 write-port fields' 12 one-row chunks 1, the 19
     double-buffered register chunks 2, the tail chunk's own: its write lag), layer 1 the fetch's 16
     banks of 256 words in 4, layer 2 the four one-bank register reads (each its own address) 4,
-    layer 4 the load port's 16 banks in 4."""
+    layer 4 the load port's 16 banks in 4. With the default 64 KiB: 64 value heads to a key head
+    (the same cheapest-group rule), the fetch's and the load's 64 banks 16 to a key head (4 each), the
+    load in layer 5, the four register reads 4, layer 0 at most 4."""
     import json
 
     folder = model[-1]
     stats = json.loads((folder / "compile.json").read_text())["stats"]
-    assert stats["deltanet_key_heads"] == [4, 4, 4, 0, 4, 0, 0, 0, 0, 0, 0]
     config = json.loads((folder / "config.json").read_text())
-    assert (config["linear_num_key_heads"], config["linear_num_value_heads"]) == (4, 64)
+    heads = stats["deltanet_key_heads"]
+    if RAM == 16384:
+        assert heads == [4, 4, 4, 0, 4, 0, 0, 0, 0, 0, 0]
+        assert (config["linear_num_key_heads"], config["linear_num_value_heads"]) == (4, 64)
+    else:
+        assert RAM == 65536 and heads[1:] == [4, 4, 0, 0, 4, 0, 0, 0, 0, 0] and heads[0] <= 4
+        assert (config["linear_num_key_heads"], config["linear_num_value_heads"]) == (4, 256)
 
 
 @pytest.mark.slow
@@ -93,15 +100,22 @@ def test_sample_program_hi(model):
     (res,) = run_model_batch([img], RAM, build_dir=BUILD)
     assert res.console == prog.expected_output and res.halt.exit_code == prog.expected_exit
     _same([res], [ref])
-    # the frame (docs/CPU-MODEL.md 2): 1 token (the pc's low 4 word bits, m_busy, halted, pc_oob,
-    # m_pend), + 1 for the pc's other word bits after a transfer or a step from a 16-word block's
-    # last word, + 1 when a register is written (enable, register, the value's low 2 bits) or 2 when
-    # a RAM word is (enable, address, its low 3 bits), and 1 per 8 bits above up to the word's
-    # highest 1 (folded); the ecall's stopping cycle 3 (the latched conditions), the halt report 4
-    # (its kind and cause too); no M instruction, so the M state is never emitted. The written
-    # words: a register's value from unicorn, a RAM word merged from unicorn's stores into the
-    # image's words here.
+    assert res.tokens == _hi_tokens(img, ref)
+
+
+def _hi_tokens(img, ref) -> int:
+    """The generated tokens of a run without M instructions, counted by hand from unicorn's records.
+    The frame (docs/CPU-MODEL.md 2): 1 token (the pc's low 4 word bits, m_busy, halted, pc_oob,
+    m_pend), + 1 for the pc's other word bits (2 with 64 KiB) after a transfer or a step from a
+    16-word block's last word, + 1 when a register is written (enable, register, the value's low 2 bits) or 2 when
+    a RAM word is (enable, the word address, and as many of the word's low bits as fill the two
+    8-bit tokens: 3 with 16 KiB, 1 with 64 KiB), and 1 per 8 bits above up to the word's highest 1
+    (folded); the ecall's stopping cycle 3 (the latched conditions), the halt report 4 (its kind and
+    cause too); no M instruction, so the M state is never emitted. The written words: a register's
+    value from unicorn, a RAM word merged from unicorn's stores into the image's words here."""
     from cpu.machine import CONSOLE_ADDR
+    ram_low = 16 - 1 - ((RAM // 4) - 1).bit_length()
+    mid = -(-((RAM // 4 - 1).bit_length() - 4) // 8)       # the pc's other word bits: 1 token, 2 with 64 KiB
     ram, tokens = dict(img.words()), 0
     for r in ref.records:
         word = None
@@ -113,11 +127,11 @@ def test_sample_program_hi(model):
                 if r.mem_wmask >> lane & 1:
                     word = word & ~(0xFF << 8 * lane) | (r.mem_wdata >> 8 * lane & 0xFF) << 8 * lane
             ram[r.mem_addr >> 2] = word
-        tokens += 1 + (r.next_pc != r.pc + 4 or (r.pc >> 2) % 16 == 15)
+        tokens += 1 + mid * (r.next_pc != r.pc + 4 or (r.pc >> 2) % 16 == 15)
         if word is not None:
-            low = 2 if r.rd else 3
+            low = 2 if r.rd else ram_low
             tokens += (1 if r.rd else 2) + max(0, -(-(word.bit_length() - low) // 8))
-    assert res.tokens == tokens + 3 + 4
+    return tokens + 3 + 4
 
 
 def _teacher_forced(images, dtype=torch.float32, device="cpu", threads=1, resume_dir=None):
@@ -166,7 +180,12 @@ def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
     from cpu.cli import main
     from cpu.programs import PROGRAMS_BY_NAME
 
+    from cpu.elf import load_elf
+    from cpu.toolchain import compile_c
+
     hi = str(PROGRAMS_BY_NAME["hi"].path)
+    img = load_elf(compile_c(hi, ram_size=RAM), ram_size=RAM)
+    tokens = _hi_tokens(img, run_unicorn(img, ram_size=RAM))     # 91 with 16 KiB
     ref = tmp_path / "unicorn.trace"
     assert main(["run", hi, "--ram-size", str(RAM), "--trace", str(ref)]) == 10
     capsys.readouterr()
@@ -178,7 +197,7 @@ def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
                      "--trace", str(ours)]) == 10
         out = capsys.readouterr()
         assert out.out == "hi!\n"
-        assert "91 generated tokens" in out.err and "3.2 tokens/instruction" in out.err
+        assert f"{tokens} generated tokens" in out.err and f"{tokens / 28:.1f} tokens/instruction" in out.err
         assert mode in out.err
         assert ours.read_text() == ref.read_text() and len(ours.read_text().splitlines()) == 28
 
@@ -213,7 +232,7 @@ def test_speculative_falls_back_to_plain_generation(model):
     assert spec.decoding.startswith("plain") and any("rejected the netlist simulator's draft" in m and
                                                      "cycle 0" in m for m in logs)
     _same([spec], [plain])
-    assert spec.records[0].rd_wdata == 0x4004 != ref.records[0].rd_wdata
+    assert spec.records[0].rd_wdata == RAM + 4 != ref.records[0].rd_wdata     # sp = the RAM's top, a bit flipped
     assert (spec.halt, spec.console) != (ref.halt, ref.console) or spec.records != ref.records
 
 
@@ -330,8 +349,8 @@ def test_cpu_merged_in_front_of_a_qwen_model(model, tmp_path, capsys):
     shared layout: hidden max(compiled, base) + the reserved channels, not the sum): ``cpu run
     --checkpoint MERGED`` runs hi.c with every drafted token the merged model's greedy choice over its
     whole vocabulary (1,024 base tokens + the trace tokens), also after 50 text tokens; output, exit
-    code and every retirement record equal unicorn's; the four hazard programs too, teacher-forced,
-    after 0 and 50 text tokens."""
+    code and every retirement record equal unicorn's (the hazards and text between frames:
+    test_cpu_merged_hazards_and_text_between_frames, slow)."""
     import json
     from cpu.cli import main
     from cpu.programs import PROGRAMS_BY_NAME
@@ -353,23 +372,43 @@ def test_cpu_merged_in_front_of_a_qwen_model(model, tmp_path, capsys):
     assert main(["run", hi, "--engine", "model", "--checkpoint", str(tmp_path / "m"), "--text-prefix", "50",
                  "--trace", str(after)]) == 10
     assert capsys.readouterr().out.endswith("hi!\n") and after.read_text() == ref.read_text()
+
+
+@pytest.fixture(scope="module")
+def merged(model, tmp_path_factory):
+    """The compiled CPU merged in front of the embedded random base (a folder)."""
+    from netlist2tf import cli as n2t
+
+    out = tmp_path_factory.mktemp("merged") / "m"
+    assert n2t.main(["merge", str(model[-1]), "--build-dir", str(out.parent), "--out", str(out)]) == 0
+    return out
+
+
+@pytest.mark.slow          # ~2 minutes with the 64 KiB model: the default suite runs the merge and hi.c above
+def test_cpu_merged_hazards_and_text_between_frames(merged):
+    """On the merged checkpoint: the four hazard programs teacher-forced after 0 and 50 text tokens,
+    and hi.c teacher-forced with text spliced between three frames (trace, text, trace)."""
+    folder = merged
+    from cpu.programs import PROGRAMS_BY_NAME
+
+    hi = str(PROGRAMS_BY_NAME["hi"].path)
     images = list(hazard_programs().values())
     refs = [run_unicorn(img, ram_size=RAM) for img in images]
     for prefix in (0, 50):
-        _same(check_model_batch(images, RAM, build_dir=BUILD, checkpoint=tmp_path / "m", text_prefix=prefix), refs)
-    assert load_model(RAM, checkpoint=tmp_path / "m", text_prefix=50)[0].prefix == text_prefix_tokens(tmp_path / "m", 50)
+        _same(check_model_batch(images, RAM, build_dir=BUILD, checkpoint=folder, text_prefix=prefix), refs)
+    assert load_model(RAM, checkpoint=folder, text_prefix=50)[0].prefix == text_prefix_tokens(folder, 50)
     # trace, text, trace: hi.c teacher-forced with text before three frames' generated tokens
     from cpu.cli import load_program
     from netlist2tf.merge import MergedTrace
     from netlist2tf.sim import TableStimulus
     from netlist2tf.verify import expected_tokens, verify_teacher_forced
 
-    merged, protocol, netlist, inits, meta, _ = load_model(RAM, checkpoint=tmp_path / "m")
+    merged, protocol, netlist, inits, meta, _ = load_model(RAM, checkpoint=folder)
     img = load_program(hi, ram_size=RAM)
     mems = [{**meta["initial_memory"], "ram": img.words()}]
     stim = TableStimulus({"rst": np.zeros(31, dtype=np.uint64)})          # hi.c halts in cycle 30
     frames = expected_tokens(protocol, netlist, inits, 31, 1, 0, mems, stimulus=stim)[2][0]
-    text = text_prefix_tokens(tmp_path / "m", 12)
+    text = text_prefix_tokens(folder, 12)
     spliced = MergedTrace(merged.model, merged.offset, merged.vocab,
                           interludes={frames[4][1]: text[:5], frames[12][1] + 1: text[5:9], frames[20][1]: text[9:]})
     div, n = verify_teacher_forced(spliced, protocol, netlist, inits, 31, 1, 0, mems, stimulus=stim)

@@ -68,30 +68,38 @@ def test_the_frame(compiled):
     low 4 word bits, m_busy, halted, pc_oob and m_pend (1); the halt's kind and cause (1) in the
     halting frame, a division's state while it runs (13: remainder, quotient, divisor, count and
     signs), a MULH's carry in its first frame (3), the trap conditions and the report flag once
-    halted (2), the pc's bits above the RAM once the pc is outside it (3), a register's write group
-    when one is written (enable, the register and the value's low 2 bits: 1) or the RAM's when a word
-    is stored (enable, the word's address and its low 3 bits: 2), each followed by the word's higher
+    halted (2), the pc's bits above the RAM once the pc is outside it (2 with 64 KiB), a register's
+    write group when one is written (enable, the register and the value's low 2 bits: 1) or the RAM's
+    when a word is stored (enable, the word's address and its low bit: 2), each followed by the word's higher
     bits in chunks of 8 up to the one of its highest 1 (folded: 1 each), the pc's other RAM-word bits
-    (1, the tail group) when they may change, right before the last token: 1 token for a sequential
+    (2 with 64 KiB, the tail group) when they may change, right before the last token: 1 token for a sequential
     step that writes nothing, 35 at most (no cycle writes both memories). The gates (halt,
     pc_mid_emit) are not emitted: a group's presence is its gate."""
     nl, proto, _ = compiled
     assert [p.name for p in nl.outputs] == list(MODEL_OUTPUTS)
+    # what the RAM's size sets: the pc's bits above it (18 with 16 KiB, 16 with 64 KiB: 3 or 2
+    # tokens) and how many of a stored word's low bits fill the address tokens (3 or 1)
+    pc_hi = -(-(32 - (RAM - 1).bit_length()) // 8)
+    low = 16 - 1 - (RAM // 4 - 1).bit_length()
+    mid = -(-((RAM // 4 - 1).bit_length() - 4) // 8)           # the tail group: the pc's word bits above 4
+    assert (pc_hi, low, mid) == {16384: (3, 3, 1), 65536: (2, 1, 2)}.get(RAM, (pc_hi, low, mid))
     assert [(g.kind, g.name, len(g.chunks), g.hold, g.tail) for g in proto.groups] == [
         ("out", "halt", 1, "", False), ("reg", "m_busy", 13, "", False), ("reg", "m_pend", 3, "", False),
-        ("reg", "halted", 2, "", False), ("reg", "pc_oob", 3, "", False),
+        ("reg", "halted", 2, "", False), ("reg", "pc_oob", pc_hi, "", False),
         ("write", "regs", 1, "", False),
         ("fold", "regs.data[2:]", 1, "", False), ("fold", "regs.data[10:]", 1, "", False),
         ("fold", "regs.data[18:]", 1, "", False), ("fold", "regs.data[26:]", 1, "", False),
         ("write", "ram", 2, "", False),
-        ("fold", "ram.data[3:]", 1, "", False), ("fold", "ram.data[11:]", 1, "", False),
-        ("fold", "ram.data[19:]", 1, "", False), ("fold", "ram.data[27:]", 1, "", False),
-        ("reg", "pc_mid_emit", 1, "", True)]
-    assert [p.packed for p in proto.ports] == [2, 3]
-    assert len(proto.outputs) == 1 and len(proto.registers) == 23
-    assert len(proto.generated) == 35 and len(proto.frame_kinds(False)) == 1
-    assert proto.generated[-2:] == [("reg", 21), ("reg", 22)]   # pc_mid, then the last ungated register chunk
-    assert proto.tail_lags() == {("reg", 21): 1}
+        ("fold", f"ram.data[{low}:]", 1, "", False), ("fold", f"ram.data[{low + 8}:]", 1, "", False),
+        ("fold", f"ram.data[{low + 16}:]", 1, "", False), ("fold", f"ram.data[{low + 24}:]", 1, "", False),
+        ("reg", "pc_mid_emit", mid, "", True)]
+    assert [p.packed for p in proto.ports] == [2, low]
+    n = 19 + pc_hi + mid                                        # 23 register chunks with 16 KiB, 23 with 64
+    assert len(proto.outputs) == 1 and len(proto.registers) == n
+    assert len(proto.generated) == 31 + pc_hi + mid and len(proto.frame_kinds(False)) == 1
+    # pc_mid's chunks, then the last ungated register chunk; each tail chunk a fixed lag before the end
+    assert proto.generated[-1 - mid:] == [("reg", j) for j in range(n - 1 - mid, n)]
+    assert proto.tail_lags() == {("reg", n - 1 - mid + i): mid - i for i in range(mid)}
 
 
 def test_hazards(compiled):
