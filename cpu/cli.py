@@ -381,7 +381,7 @@ def cmd_fit(args) -> int:
                              f"{f'{layers} layers' if layers else 'any number of layers'} of its shapes:\n{problems}")
             print(notes[-1], flush=True)
     print("\n" + _table(rows))
-    print("\nlayers: the fewest from " + (f"{args.layers} (--layers)" if args.layers else f"{LAYERS} that hold it")
+    print("\nlayers: " + (f"exactly {args.layers} (--layers)" if args.layers else f"the fewest from {LAYERS} that hold it")
           + "; merged: + of the base = the compiled layers at the base's per-layer shapes and one embedding row per "
             "trace token, over the base's parameters as transformers builds it (vision tower included)")
     return 1 if bad else 0
