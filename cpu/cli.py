@@ -356,7 +356,7 @@ def cmd_fit(args) -> int:
     # every target read first: a bad one is refused before any planning
     targets = {t: Target.from_config_json(t) for t in args.targets or list(geometries())}
     log = (lambda msg: print(f"cpu fit: {msg}", file=sys.stderr)) if sys.stderr.isatty() else None
-    rows, notes, bad = [FIT_HEADER], [], 0
+    rows, bad = [FIT_HEADER], 0
     for ram in rams:
         for t, target in targets.items():
             name = target.name
@@ -370,16 +370,16 @@ def cmd_fit(args) -> int:
                 spread = "; ".join(f"{k} read over layers {v}" for k, v in demand["memory_reads"].items())
                 late = (f"; {demand['late_register_chunks']} register chunks read after layer 0"
                         if demand["late_register_chunks"] else "")
-                notes.append(f"{name}, {ram // 1024} KiB, {layers} layers: DeltaNet value heads per layer "
-                             f"{demand['deltanet_heads_per_layer']}; FFN neurons per layer "
-                             f"{demand['neurons_per_layer']}; {spread}{late}")
+                note = (f"{name}, {ram // 1024} KiB, {layers} layers: DeltaNet value heads per layer "
+                        f"{demand['deltanet_heads_per_layer']}; FFN neurons per layer "
+                        f"{demand['neurons_per_layer']}; {spread}{late}")
             else:
                 bad += 1
                 rows.append([name, f"{ram // 1024} KiB", f"not {layers}" if layers else "none", "", "", "",
                              "", "", ""])
-                notes.append(f"{name}, {ram // 1024} KiB: does not fit "
-                             f"{f'{layers} layers' if layers else 'any number of layers'} of its shapes:\n{problems}")
-            print(notes[-1], flush=True)
+                note = (f"{name}, {ram // 1024} KiB: does not fit "
+                        f"{f'{layers} layers' if layers else 'any number of layers'} of its shapes:\n{problems}")
+            print(note, flush=True)
     print("\n" + _table(rows))
     print("\nlayers: " + (f"exactly {args.layers} (--layers)" if args.layers else f"the fewest from {LAYERS} that hold it")
           + "; merged: + of the base = the compiled layers at the base's per-layer shapes and one embedding row per "

@@ -13,7 +13,7 @@ resource demand fits and, if not, exactly which numbers do not.
 """
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .errors import Netlist2TFError
@@ -189,9 +189,8 @@ class Target:
         """The parameters one decoder layer of type ``kind`` has at these shapes (its mixer, FFN and
         two norms): ``dense_breakdown``'s formula for a single layer."""
         from .plan import dense_breakdown
-        import dataclasses
 
-        one = dense_breakdown(dataclasses.replace(self, layer_types=(kind,)), 0)
+        one = dense_breakdown(replace(self, layer_types=(kind,)), 0)
         return sum(one.values()) - self.hidden_size      # less the final norm
 
     def to_hf_config(self, vocab_size: int):
