@@ -8,12 +8,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install run merge test test-all bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first and pinned: the CPU wheel on disk; an unpinned torch pulls a multi-GB CUDA build
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test]'
+	# the tested environment exactly (requirements.lock); pyproject.toml's ranges are for users' own stacks
+	$(PY) -m pip install --quiet -c requirements.lock -e '.[test]'
 	@$(PY) -c "import torch; assert torch.__version__.startswith('2.13.0'), torch.__version__"
 	@touch $(STAMP)
 
@@ -43,7 +44,7 @@ run: $(STAMP)
 		--trace build/hi-model-plain.trace || test $$? -eq 10
 	cmp build/hi-model.trace build/hi-model-plain.trace
 
-# The compiled CPU merged in front of the embedded random Qwen3.5 base (docs/MERGE.md), and hi.c run
+# The compiled CPU merged in front of the embedded random Qwen3.5 base (docs/design/merge.md), and hi.c run
 # inside the merged model (exit code 10, as above).
 merge: $(STAMP)
 	$(VENV)/bin/netlist2tf merge $$($(PY) -c "from cpu.model_engine import build_checkpoint; print(build_checkpoint())") \

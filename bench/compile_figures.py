@@ -10,7 +10,7 @@ the macro model checked against the netlist simulator). Prints a table; asserts 
 ``--macros`` prints, per arithmetic macro (adder, multipliers, multiply-add, the dividers: quotient and
 remainder, truncated and floored, unsigned and signed) and width 4, 8, 16, 32, the threshold
 circuit's depth (FFN levels) and neurons (each level's equal neurons merged, as the compiler lowers
-them), built straight from ``netlist2tf.macros`` / ``netlist2tf.divider`` on a one-cell netlist; a
+them), built straight from ``netlist2tf.compile.macros`` / ``netlist2tf.compile.divider`` on a one-cell netlist; a
 divider wider than the one-layer macro takes (8 bits, 9 signed) is the long division in base 16 and
 is marked so.
 """
@@ -21,15 +21,16 @@ import time
 import torch
 
 from netlist2tf.driver import compile_netlist
-from netlist2tf.ir import Cell
-from netlist2tf.divider import fits as divider_fits
-from netlist2tf.macros import DIV_CELLS, expand
+from netlist2tf.netlist import Cell
+from netlist2tf.compile import fits as divider_fits
+from netlist2tf.compile import DIV_CELLS, expand
 from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.plan import CompileSettings, standalone_layer_types
-from netlist2tf.schedule import schedule, unit_cost
-from netlist2tf.target import Target
-from netlist2tf.verify import verify_teacher_forced
+from netlist2tf.netlist import parse_netlist
+from netlist2tf.compile import CompileSettings, standalone_layer_types
+from netlist2tf.compile import unit_cost
+from netlist2tf.compile.schedule import schedule
+from netlist2tf.compile import Target
+from netlist2tf.run import verify_teacher_forced
 
 DESIGNS = {"counter": "hdl.examples.counter:Counter", "lfsr": "hdl.examples.lfsr:LFSR",
            "multiplier": "hdl.examples.multiplier:PipelinedMultiplier", "fifo": "hdl.examples.fifo:FIFO",
@@ -111,7 +112,7 @@ def macro_table() -> None:
         print(f"| {title} | " + " | ".join(f"{f[0]}, {f[1]:,}" + (" (long division)" if f[2:] == ("long division",) else "")
                                           for f in got) + " |", flush=True)
     print("\n(a divider: the one-layer thermometer macro up to 8 bits (9 signed), long division in base 16 "
-          "above (netlist2tf/divider.py))")
+          "above (netlist2tf/compile/divider.py))")
 
 
 def main():

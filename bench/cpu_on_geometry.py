@@ -1,5 +1,5 @@
 """The compiled CPU on a published Qwen3.5 geometry's full width, merged in front of a random base of
-that geometry (issue 19; docs/MERGE.md, Limits): the full-size measurement the tests do on a narrower
+that geometry (issue 19; docs/design/merge.md, Limits): the full-size measurement the tests do on a narrower
 shape (tests/cpu/test_cpu_on_geometry.py).
 
 Steps, each skipped when its folder is already there (``--dir``):
@@ -10,7 +10,7 @@ Steps, each skipped when its folder is already there (``--dir``):
    2,048-token vocabulary, one vision block) and ``netlist2tf merge`` of the two (``--dtype``);
 3. hi.c and the four hazard programs teacher-forced by stock transformers on the merged model, after 0
    and after 50 text tokens (greedy over the whole merged vocabulary), every record against unicorn;
-4. ``--programs`` of the table generated on the merged model by the fast executor (netlist2tf.fast: its
+4. ``--programs`` of the table generated on the merged model by the fast executor (netlist2tf.run.fast: its
    equality with the stock forward is tests/test_fast.py's, layer by layer, and it checks at every
    position that the base layers add exactly zero), every record against unicorn.
 
@@ -40,7 +40,7 @@ from cpu.programs import PROGRAMS_BY_NAME  # noqa: E402
 from cpu.toolchain import compile_c  # noqa: E402
 from cpu.unicorn_ref import run_unicorn  # noqa: E402
 from netlist2tf.merge import make_geometry_base, merge_checkpoints  # noqa: E402
-from netlist2tf.weightfiles import WeightFiles  # noqa: E402
+from netlist2tf.checkpoint import WeightFiles  # noqa: E402
 
 
 def parameters(folder) -> int:

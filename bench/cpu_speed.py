@@ -19,7 +19,7 @@ from cpu.programs import PROGRAMS
 from cpu.toolchain import compile_c
 from cpu.unicorn_ref import run_unicorn
 from hdl.rv32 import Core
-from netlist2tf.reference import run_amaranth
+from netlist2tf.frontend import run_amaranth
 
 
 def main():

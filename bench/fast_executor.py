@@ -1,4 +1,4 @@
-"""The fast executor (netlist2tf.fast) against stock transformers on the compiled CPU, one core.
+"""The fast executor (netlist2tf.run.fast) against stock transformers on the compiled CPU, one core.
 
     .venv/bin/python bench/fast_executor.py [--program cpu/programs/hi.c] [--dtypes float32 bfloat16]
                                             [--skip-stock] [--memory]
@@ -90,7 +90,7 @@ def main():
         memory_child(args.memory_child)
         return
     from cpu.cli import load_program
-    from netlist2tf.hardware import drop_kernel_notes
+    from netlist2tf.common import drop_kernel_notes
 
     drop_kernel_notes()
     image = load_program(args.program, ram_size=16384)

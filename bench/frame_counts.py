@@ -1,4 +1,4 @@
-"""Counts on unicorn's traces of the program table that priced the CPU's frame (docs/CPU-MODEL.md 2
+"""Counts on unicorn's traces of the program table that priced the CPU's frame (docs/design/cpu-model.md 2
 and 4): how often the pc's middle bits (the tail group pc_mid) may change, and how many register
 writes packing saves a token on. Prints the counts; no model, ~1 minute.
 

@@ -1,4 +1,4 @@
-"""Figures of the merge (docs/MERGE.md): a compiled checkpoint in front of a random Qwen3.5 base.
+"""Figures of the merge (docs/design/merge.md): a compiled checkpoint in front of a random Qwen3.5 base.
 
 For each base size: the merged shapes, the time the merge took, and how far the merged model's text
 logits are from the base's exact (float64) ones against how far the base's own are, in float32 and
@@ -40,12 +40,14 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from netlist2tf.driver import compile_netlist
-from netlist2tf.emit import emit_checkpoint, load_checkpoint
+from netlist2tf.checkpoint import emit_checkpoint
 from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.merge import _merged_layout, load_merged, make_base, merge_checkpoints
-from netlist2tf.plan import CompileSettings
-from netlist2tf.verify import verify_teacher_forced
+from netlist2tf.netlist import parse_netlist
+from netlist2tf.merge import make_base
+from netlist2tf.merge import merged_layout, merge_checkpoints
+from netlist2tf.run import open_checkpoint
+from netlist2tf.compile import CompileSettings
+from netlist2tf.run import verify_teacher_forced
 
 
 def logits(folder, ids, dtype):
@@ -79,15 +81,16 @@ def kl(p_log, q_log) -> float:
 
 
 def parameters(folder) -> int:
-    from netlist2tf.weightfiles import WeightFiles
+    from netlist2tf.checkpoint import WeightFiles
     w = WeightFiles(folder)
     return sum(int(torch.tensor(w.shape(k)).prod()) for k in w.keys())
 
 
 def geometry_rows(args, root, result):
-    from netlist2tf.assemble import assemble
+    from netlist2tf.compile import CompileSettings
+    from netlist2tf.driver import compile_netlist
     from netlist2tf.merge import make_geometry_base
-    from netlist2tf.target import Target
+    from netlist2tf.compile import Target
 
     vocab = 2048
     if args.compiled and "," in args.geometries:
@@ -110,7 +113,7 @@ def geometry_rows(args, root, result):
         if args.compiled:
             folder = Path(args.compiled)
         else:
-            compiled = assemble(parse_netlist(result.json_text), layers=args.layers, target=target)
+            compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=args.layers, target=target), prove=False)
             folder = emit_checkpoint(compiled, result.json_text, root / f"{name}-compiled")
         info = merge_checkpoints(folder, base, root / f"{name}-merged", layout=args.layout)
         merged = root / f"{name}-merged"
@@ -123,9 +126,9 @@ def geometry_rows(args, root, result):
         bf_ours = kl(exact, log_probs(merged, ids, torch.bfloat16))
         nb, nm = parameters(base), parameters(merged)
         lower = floor_parameters(base, compiled_types(folder), info["trace_vocab_size"])
-        speed = trace_speed(*load_merged(merged)[:5], args.cycles)
+        speed = trace_speed(*open_checkpoint(merged)[:5], args.cycles)
         Db, D = target.hidden_size, info["hidden_size"]
-        separate = D if info["layout"] == "separate" else _merged_layout(
+        separate = D if info["layout"] == "separate" else merged_layout(
             info["channels"]["bits"], Db, info["channels"]["signed"])[0].hidden_size
         print(f"| {name} | {nb:,} | {nm:,} | {100 * (nm - nb) / nb:+.1f} % | {100 * lower / nb:+.1f} % | "
               f"{info['layout']} | {Db:,} | {D:,} | {100 * (D - Db) / Db:+.2f} % | {separate:,} | {floor:.2e} | "
@@ -142,7 +145,7 @@ def compiled_types(folder) -> list:
 def floor_parameters(base, types, trace_vocab: int) -> int:
     """The parameters the compiled layers cannot do without at the base's shapes: one base layer of
     each compiled layer's type, plus the trace tokens' embedding and LM-head rows."""
-    from netlist2tf.weightfiles import WeightFiles
+    from netlist2tf.checkpoint import WeightFiles
     files = WeightFiles(base)
     per_type = {}
     cfg = json.loads((Path(base) / "config.json").read_text())
@@ -180,7 +183,7 @@ def run(args, root):
     compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=args.layers))
     folder = emit_checkpoint(compiled, result.json_text, root / "compiled")
     like = AutoModelForCausalLM.from_pretrained(folder).config.to_dict()
-    alone = trace_speed(*load_checkpoint(folder), args.cycles)
+    alone = trace_speed(*open_checkpoint(folder)[:5], args.cycles)
     print(f"{args.design}: {args.layers} layers, hidden {compiled.stats['hidden_size']}, trace alone "
           f"{alone:,.0f} tokens/s (teacher-forced, float32, 1 thread)")
     print("| base hidden | base layers | merged hidden | merge s | s | f | fp32 own | fp32 merged | "
@@ -203,7 +206,7 @@ def run(args, root):
         margin = (m[..., :2048].max(-1).values - m[..., 2048:].max(-1).values).min().item()
         gens = [AutoModelForCausalLM.from_pretrained(f).eval().generate(ids[:, :8], max_new_tokens=16,
                                                                         do_sample=False) for f in (base, merged)]
-        speed = trace_speed(*load_merged(merged)[:5], args.cycles)
+        speed = trace_speed(*open_checkpoint(merged)[:5], args.cycles)
         print(f"| {hidden} | 4 | {info['hidden_size']} | {seconds:.1f} | {info['residual_scale']:g} | "
               f"{info['text_flag']:.4f} | {row[0]:.2e} | {row[1]:.2e} | {row[2]:.3f} | {row[3]:.3f} | "
               f"{bool(torch.equal(*gens))} | {margin:,.0f} | {speed:,.0f} ({speed / alone:.2f}x) |")

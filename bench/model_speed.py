@@ -7,7 +7,7 @@ Prints:
 2. tokens per instruction on the program table, counted token by token in each program's trace:
    the one the compiled model generates (``--generated``: the fast executor generates every program
    and its trace must equal the netlist simulator's token for token) or, by default, the netlist
-   simulator's token trace (``netlist2tf.verify.expected_tokens``: what the teacher-forced proofs
+   simulator's token trace (``netlist2tf.run.verify.expected_tokens``: what the teacher-forced proofs
    check the model against, token for token). Every frame is attributed to the instruction that
    retires in it (an M instruction's busy frames to it; the halt's frames to the program), so the
    classes (ALU, load, store, taken and not-taken branch, jump, M, system) are exact too; then the
@@ -91,7 +91,7 @@ def trace_frames(protocol, netlist, inits, img, model=None):
     simulator's token trace, or with ``model`` (the fast executor) the model's own generated trace,
     which must be equal token for token."""
     from netlist2tf.sim import TableStimulus
-    from netlist2tf.verify import expected_tokens
+    from netlist2tf.run import expected_tokens
 
     cycles = run_netlist(img, ram_size=RAM, trace=False).cycles + 1
     stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
@@ -99,12 +99,12 @@ def trace_frames(protocol, netlist, inits, img, model=None):
                                               [{"ram": img.words()}], stimulus=stim)
     rows, generated = rows[0], generated[0]
     if model is not None:
-        from netlist2tf.host import run_model
+        from netlist2tf.run import run_model
         run = run_model(model, protocol, inits, [[{"rst": 0}] * cycles], cycles,
                         initial_memory=[{"ram": img.words()}])
         assert run.tokens[0] == rows[:len(run.tokens[0])] and len(run.tokens[0]) == len(rows), \
             "the model's generated trace differs from the netlist simulator's"
-    from netlist2tf.host import Frame
+    from netlist2tf.run import Frame
 
     # which frames retire an instruction: the host's decoder says (the model emits no retire bit)
     decoder = TraceDecoder(netlist, inits, {"ram": img.words()}, max_steps=10 ** 12, trace=False)
@@ -208,8 +208,8 @@ def main():
     print(f"checkpoint {folder} ({size / 1e9:.2f} GB float32 on disk)")
     print(f"{st['layers']} layers ({', '.join(t[:3] for t in st['layer_types'])}), hidden {st['hidden_size']}, "
           f"intermediate {st['intermediate_size']}, vocabulary {st['vocab_size']}")
-    from netlist2tf.plan import dense_breakdown
-    from netlist2tf.target import Target
+    from netlist2tf.compile import dense_breakdown
+    from netlist2tf.compile import Target
     shapes = Target(model.config.hidden_size, model.config.intermediate_size, tuple(model.config.layer_types),
                     model.config.linear_num_key_heads, model.config.linear_num_value_heads,
                     model.config.linear_key_head_dim, model.config.linear_value_head_dim,
@@ -256,14 +256,14 @@ def main():
               f"({dt:.0f} s; unicorn/model {rate(u.instructions, tu) / rate(instr, dt):,.0f}x, "
               f"netlist/model {rate(n.instructions, tn) / rate(instr, dt):,.0f}x)")
     from netlist2tf.sim import TableStimulus
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run import verify_teacher_forced
     # Teacher forcing (how the tests check long programs): the first cycles of hello.c, whose trace is
     # long enough for full forward windows; float32 and bfloat16, one thread as in the tests.
     prog = next(p for p in PROGRAMS if p.name == "hello")
     img = load_elf(compile_c(prog.path, ram_size=RAM), ram_size=RAM)
     cycles = args.tf_cycles
     stim = TableStimulus({"rst": np.zeros(cycles, dtype=np.uint64)})
-    from netlist2tf.verify import expected_tokens
+    from netlist2tf.run import expected_tokens
     t0 = time.perf_counter()
     rows, _, _ = expected_tokens(protocol, netlist, inits, cycles, 1, 0, [{"ram": img.words()}], stimulus=stim)
     t_sim = time.perf_counter() - t0                # the netlist trace, part of every check below

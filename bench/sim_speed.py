@@ -10,8 +10,8 @@ import time
 
 from hdl.examples import EXAMPLES
 from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.reference import run_amaranth
+from netlist2tf.netlist import parse_netlist
+from netlist2tf.frontend import run_amaranth
 from netlist2tf.sim import RandomStimulus, Simulator, TableStimulus
 
 

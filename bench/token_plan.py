@@ -1,5 +1,5 @@
 """Tokens per instruction of the compiled CPU now, and projected for each step of the plan to 3 or
-fewer (docs/CPU-MODEL.md 4), from the instruction mix of the program table measured on unicorn.
+fewer (docs/design/cpu-model.md 4), from the instruction mix of the program table measured on unicorn.
 
 The first column is exact: the model's frame today (15 generated tokens per cycle; 28 in the 17 busy
 cycles of an M instruction, 18 cycles each), as bench/model_speed.py counts it from the netlist

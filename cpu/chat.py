@@ -1,5 +1,5 @@
 """A chat over a merged checkpoint whose assistant calls the compiled CPU through Qwen3.5's tool-call
-format (``netlist2tf chat MERGED``; docs/TOOLS.md).
+format (``netlist2tf chat MERGED``; docs/design/tools.md).
 
 What each side does:
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 from .machine import Halt
 from .tools import TOOLS, ToolRun, run_tool

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 from .machine import DEFAULT_RAM_SIZE, Halt
 
@@ -36,8 +36,8 @@ OPT_LEVELS = ("-O0", "-O1", "-O2", "-O3", "-Os", "-Oz", "-Og")
 
 def model_dtype(given: str | None) -> tuple[str, str]:
     """(dtype, why) of the model engine: the one given, else what this machine runs fastest
-    (netlist2tf.hardware.default_dtype: bfloat16 only with bfloat16 matrix instructions)."""
-    from netlist2tf.hardware import default_dtype
+    (netlist2tf.common.hardware.default_dtype: bfloat16 only with bfloat16 matrix instructions)."""
+    from netlist2tf.common import default_dtype
     return (given, "--dtype") if given else default_dtype("cpu")
 
 
@@ -60,7 +60,7 @@ def _run_model(image, ram_size, max_steps, trace, dtype=None, batch=1, prefill=T
 
     from .model_engine import check_model_batch, run_model_batch, run_model_speculative
     images, dtype = [image] * batch, getattr(torch, model_dtype(dtype)[0])
-    from netlist2tf.paths import build_dir
+    from netlist2tf.common import build_dir
     progress = build_dir() / "teacher-forced"
     if decoding == "teacher-forced":
         results = check_model_batch(images, ram_size, max_steps, trace, dtype=dtype, threads=threads or 1,
@@ -130,7 +130,7 @@ def read_input(where: str, limit: int) -> bytes:
     """The bytes of ``--input``: a file (a device or a pipe too), or standard input for ``-``, read in
     pieces and refused as soon as it is longer than ``limit`` bytes (the room the program's RAM has
     for it): an endless stream (``< /dev/zero``) is one clear error, not a machine out of memory."""
-    from netlist2tf.inputs import read_limited
+    from netlist2tf.common import read_limited
 
     name = "standard input" if where == "-" else where
     if where != "-" and Path(where).is_dir():
@@ -205,14 +205,14 @@ def _configured_engine(args):
         # the fast executor generates faster than speculative decoding verifies: it generates plainly
         decoding = ("teacher-forced" if args.teacher_forced else "plain" if plain or args.executor == "fast"
                     else "speculative")
-        from netlist2tf.hardware import where_it_runs
+        from netlist2tf.common import where_it_runs
 
         name, why = model_dtype(args.dtype)
         if args.executor == "fast" and not args.dtype:
             # the fast executor sums in float64 and stores float32: bfloat16 only adds its rounding steps
             name, why = "float32", "the fast executor's default: bfloat16 only adds rounding work there"
         if args.executor == "fast":
-            print(f"cpu: model: fast executor (netlist2tf.fast: the weights' non-zero entries, one position at "
+            print(f"cpu: model: fast executor (netlist2tf.run.fast: the weights' non-zero entries, one position at "
                   f"a time on one core, equal to the stock forward), {name} ({why})", file=sys.stderr)
         else:
             print(f"cpu: {where_it_runs('cpu', name, why, 1 if plain else args.threads or 1)}", file=sys.stderr)
@@ -223,7 +223,7 @@ def _configured_engine(args):
 
 
 def cmd_run(args) -> int:
-    from netlist2tf.outputs import check_output_file
+    from netlist2tf.common import check_output_file
 
     if args.trace is not None:
         check_output_file(args.trace, "--trace", "trace", args.force)
@@ -243,7 +243,7 @@ def cmd_run(args) -> int:
     sys.stdout.buffer.write(result.console)
     sys.stdout.buffer.flush()
     if args.trace is not None:
-        from netlist2tf.outputs import file_writer
+        from netlist2tf.common import file_writer
         with file_writer(args.trace, option="--trace") as f:
             for record in result.records:
                 f.write(f"{record}\n")
@@ -324,7 +324,7 @@ def _ram_size(text):
 
 def _fit_row(target, ram, layers, demand) -> list[str]:
     """One row of ``cpu fit``'s table: the plan's demands against ``target``'s shapes."""
-    from netlist2tf.target import FULL, LINEAR
+    from netlist2tf.compile import FULL, LINEAR
 
     heads = demand["deltanet_heads_per_layer"]
     types = demand["layer_types"]
@@ -348,7 +348,7 @@ def _table(rows) -> str:
 
 
 def cmd_fit(args) -> int:
-    from netlist2tf.target import Target, geometries
+    from netlist2tf.compile import Target, geometries
 
     from .model_engine import LAYERS, MODEL_RAM_SIZE, fewest_layers, fit
 
@@ -388,8 +388,8 @@ def cmd_fit(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from netlist2tf.outputs import check_output_folder
-    from netlist2tf.target import Target
+    from netlist2tf.common import check_output_folder
+    from netlist2tf.compile import Target
 
     from .model_engine import LAYERS, MODEL_RAM_SIZE, build_on_target
 
@@ -407,10 +407,10 @@ def cmd_build(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from netlist2tf.outputs import check_output_folder
-    from netlist2tf.paths import build_dir
+    from netlist2tf.common import check_output_folder
+    from netlist2tf.common import build_dir
     from netlist2tf.report import write_report
-    from netlist2tf.report_compare import attach_comparison, old_report
+    from netlist2tf.report import attach_comparison, old_report
 
     from .model_engine import MODEL_RAM_SIZE, core_design, cpu_report
 
@@ -429,8 +429,48 @@ def cmd_report(args) -> int:
     return 0
 
 
+def cmd_chat(args) -> int:
+    from cpu.chat import Chat
+
+    script = None
+    if args.assistant:
+        from netlist2tf.common import MAX_SMALL_TEXT_BYTES, read_text
+        text = read_text(args.assistant, f"--assistant {args.assistant}", MAX_SMALL_TEXT_BYTES)
+        import re
+        script = iter([r.strip("\n") for r in re.split(r"(?m)^---$", text) if r.strip()])
+
+    def scripted(messages, prompt):
+        reply = next(script, None)
+        if reply is None:
+            raise Netlist2TFError(f"--assistant {args.assistant}: out of scripted replies")
+        return reply
+
+    chat = Chat(Path(args.checkpoint), assistant=scripted if script else None, engine=args.engine,
+                executor=args.executor, max_new_tokens=args.max_new_tokens,
+                time_limit=args.tool_time_limit or None, max_steps=args.tool_max_steps)
+    if args.message is not None:
+        messages = args.message
+    else:                                   # one message a line, each line bounded (inputs.lines)
+        from netlist2tf.common import lines
+        messages = (line.rstrip("\n") for _, line in lines(sys.stdin.buffer, "standard input"))
+    for message in messages:
+        if not message.strip():
+            continue
+        done = len(chat.runs)
+        reply = chat.send(message)
+        print(f"user: {message}")
+        for run in chat.runs[done:]:
+            print(f"tool {run.tool}: {run.output}")
+            print(f"cpu: chat: {run.tool} on {run.engine}: {run.instructions:,} instructions, "
+                  f"{run.tokens:,} trace tokens, {run.seconds:.2f} s", file=sys.stderr)
+        print(f"assistant: {reply}", flush=True)
+    return 0
+
+
 def build_parser():
-    from netlist2tf.cliutil import Formatter, Parser, add_version, count, path_arg
+    from netlist2tf.cliutil import Formatter, Parser, add_version, count, path_arg, seconds
+
+    from cpu.chat import TOOL_MAX_STEPS, TOOL_TIME_LIMIT
 
     parser = Parser(prog="cpu", description="Run programs on the RV32IM+Zba machine.",
                                      formatter_class=Formatter)
@@ -466,9 +506,9 @@ def build_parser():
                             "and --teacher-forced (default 1; 2 on an idle 2-core machine: 1.8x faster, but "
                             "more threads than free cores is many times slower)")
         p.add_argument("--executor", choices=("stock", "fast"), default=None,
-                       help="model engine: stock transformers' forward (default), or netlist2tf.fast: the same "
+                       help="model engine: stock transformers' forward (default), or netlist2tf.run.fast: the same "
                             "weights' non-zero entries computed sparsely on one core, equal to the stock "
-                            "forward at every layer (docs/FAST.md; bench/fast_executor.py measures it); it "
+                            "forward at every layer (docs/design/fast.md; bench/fast_executor.py measures it); it "
                             "generates plainly; merged checkpoints too (trace-only prompts); a checkpoint or a value it "
                             "cannot prove exact runs stock, with a line saying why")
         p.add_argument("--checkpoint", type=path_arg, metavar="FOLDER", default=None,
@@ -534,7 +574,7 @@ def build_parser():
                                        "--checkpoint`) or to merge in front of a checkpoint of those shapes "
                                        "(`netlist2tf merge`); `cpu fit --layers N` first says how many layers it "
                                        "needs. A published geometry's full width makes a checkpoint of several GB "
-                                       "(docs/MERGE.md)", formatter_class=Formatter)
+                                       "(docs/design/merge.md)", formatter_class=Formatter)
     build.add_argument("target", metavar="TARGET",
                        help="a published geometry (qwen3.5-0.8b, qwen3.5-2b, qwen3.5-4b, qwen3.5-9b), a Qwen3.5 "
                             "config.json or checkpoint folder")
@@ -545,7 +585,7 @@ def build_parser():
     build.set_defaults(func=cmd_build)
     report = sub.add_parser("report", help="the compiled CPU's layer report from hdl/rv32 as it is now (no weights)",
                             description="plan the CPU of hdl/rv32/core.py as the model engine compiles it and write "
-                                        "its layer report (report.html, report.json, assignment.csv; docs/REPORT.md), "
+                                        "its layer report (report.html, report.json, assignment.csv; docs/design/report.md), "
                                         "~1 minute; with --compare, what an HDL edit changed against an earlier "
                                         "report (e.g. build/cpu-model/<hash>/report/report.json)",
                             formatter_class=Formatter)
@@ -560,6 +600,28 @@ def build_parser():
     report.add_argument("--force", action="store_true", help="let --out replace a folder that is not a report of ours")
     report.set_defaults(func=cmd_report)
 
+    what = "a chat over a merged CPU checkpoint whose assistant calls the compiled CPU (the calc tool) in Qwen3.5's tool-call format"
+    p = sub.add_parser("chat", help=what, description=what, formatter_class=Formatter)
+    p.add_argument("checkpoint", type=path_arg, help="a merged checkpoint of the CPU (`make merge`: build/merged/cpu)")
+    p.add_argument("--message", "-m", action="append", default=None, metavar="TEXT",
+                   help="a user message (repeatable); without it, one message per line of standard input")
+    p.add_argument("--assistant", type=path_arg, metavar="FILE", default=None,
+                   help="the assistant's replies, scripted: FILE's replies separated by lines that are exactly ---, "
+                        "used in order instead of generating them (a random base cannot decide to call)")
+    p.add_argument("--engine", choices=("model", "unicorn", "netlist"), default="model",
+                   help="where tool calls run (default model: the checkpoint's compiled layers generate the trace)")
+    p.add_argument("--executor", choices=("fast", "stock"), default="fast",
+                   help="how the model engine runs the compiled layers (default fast: exact, one core)")
+    p.add_argument("--max-new-tokens", type=count(1, 1 << 20, "--max-new-tokens"), default=256, help="generated tokens per assistant reply")
+    p.add_argument("--tool-time-limit", type=seconds("--tool-time-limit"), default=TOOL_TIME_LIMIT, metavar="SECONDS",
+                   help="wall-clock seconds a tool call may run, from its program's first cycle (loading the model "
+                        "is not counted); past it the engine is stopped and the tool response says so "
+                        f"(default {TOOL_TIME_LIMIT:g}; 0: no limit)")
+    p.add_argument("--tool-max-steps", type=count(1, None, "--tool-max-steps"), default=TOOL_MAX_STEPS, metavar="N",
+                   help="instructions a tool call may run; past it the call is stopped and the tool response says "
+                        f"so (default {TOOL_MAX_STEPS:,}: about 100 s of the fast executor on a 2-core machine)")
+    p.set_defaults(func=cmd_chat)
+
     programs = sub.add_parser("programs", help="list the program table")
     programs.set_defaults(func=cmd_programs)
     return parser
@@ -571,8 +633,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
 
     def checked(args):
-        from netlist2tf.outputs import check_build_dir
-        from netlist2tf.paths import ENV, build_dir
+        from netlist2tf.common import check_build_dir
+        from netlist2tf.common import ENV, build_dir
         if args.command != "programs":
             check_build_dir(build_dir(), f"the build folder (${ENV} or the project's build/)")
         return args.func(args)

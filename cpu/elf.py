@@ -13,7 +13,7 @@ from elftools.common.exceptions import ELFError as _PyElfError
 from elftools.common.exceptions import ELFParseError as _PyElfParseError
 from elftools.elf.elffile import ELFFile
 
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 from .machine import DEFAULT_RAM_SIZE, RAM_BASE, Image
 

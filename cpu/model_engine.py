@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from netlist2tf.errors import Netlist2TFError
-from netlist2tf.paths import build_dir as default_build_dir
+from netlist2tf.common import Netlist2TFError
+from netlist2tf.common import build_dir as default_build_dir
 
 from hdl.rv32.core import M_CYCLES, m_retires   # a division occupies the core up to M_CYCLES cycles, a multiplication 1-2
 
@@ -51,7 +51,7 @@ FLOW = "macro6"
 CHUNK_BITS = 8
 # the core's outputs the model emits (the rest of the retirement port is decoded by TraceDecoder)
 MODEL_OUTPUTS = ("halt", "halt_kind", "halt_cause", "pc_mid_emit")
-# The gated groups (protocol.py, docs/CPU-MODEL.md 2): emitted only in the frames where their gate is 1.
+# The gated groups (protocol.py, docs/design/cpu-model.md 2): emitted only in the frames where their gate is 1.
 # Registers, gated by a register's next value (z3 proves their values do not matter in a cycle that
 # starts with it at 0): a division's state while it runs (remainder, quotient, divisor, count and
 # signs: a start loads them, nothing else reads them: 13 tokens); a MULH's carry into its second
@@ -69,7 +69,7 @@ GATED_WRITES = ("ram", "regs")
 # port's first token clears the rest, which commit as 0: exact by construction). A register write of
 # a value < 256 costs 3 tokens of data and address instead of 6.
 FOLDED_WRITES = ("ram", "regs")
-# Held groups (protocol.py, docs/CPU-MODEL.md 2): registers that change rarely, emitted only in the
+# Held groups (protocol.py, docs/design/cpu-model.md 2): registers that change rarely, emitted only in the
 # frames whose gate output is 1. The CPU has one, a tail group (no dirty bit: one row, written at the
 # frame's last token; z3 proves that gate 0 means unchanged): the pc's RAM-word bits above its low 4,
 # emitted only in the cycles that may change them (a transfer, a step out of a 16-word block, a
@@ -90,8 +90,8 @@ _LOADED: dict = {}
 # the netlist2tf modules the checkpoint and its report are made from: these and every module of the
 # package they import (at module level or inside functions), found by reading their imports
 # (``compiler_modules``), so a change to any of them (sim.py's cell tables too) rebuilds the cache
-_COMPILER_ROOTS = ("netlist2tf.driver", "netlist2tf.assemble", "netlist2tf.emit", "netlist2tf.frontend", "netlist2tf.formal",
-                   "netlist2tf.report")
+_COMPILER_ROOTS = ("netlist2tf.driver", "netlist2tf.weights.assemble", "netlist2tf.checkpoint.emit",
+                   "netlist2tf.frontend.synth", "netlist2tf.netlist.formal", "netlist2tf.report.build")
 
 
 def compiler_modules(roots=_COMPILER_ROOTS) -> list[Path]:
@@ -131,7 +131,23 @@ def compiler_modules(roots=_COMPILER_ROOTS) -> list[Path]:
                     continue
                 todo.append(target)
                 todo += [f"{target}.{a.name}" for a in node.names]      # ``from . import x``
+                face = faces(target)
+                todo += [f"{target}.{face[a.name]}" for a in node.names if a.name in face]
     return sorted(set(seen.values()))
+
+
+def faces(package: str) -> dict:
+    """{public name: module} of a stage package's face (``netlist2tf.common.lazy.public`` in its
+    ``__init__``): ``from netlist2tf.compile import plan_model`` loads ``netlist2tf.compile.plan``."""
+    import ast
+
+    init = Path(__file__).resolve().parent.parent.joinpath(*package.split("."), "__init__.py")
+    if not init.is_file():
+        return {}
+    for node in ast.walk(ast.parse(init.read_text(), str(init))):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "public" and len(node.args) == 2:
+            return {name: module for module, names in ast.literal_eval(node.args[1]).items() for name in names}
+    return {}
 
 
 def compiler_digest() -> str:
@@ -159,7 +175,7 @@ def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None) -
 
 def model_settings():
     """The CompileSettings of the CPU model (the driver's input; part of the cache key)."""
-    from netlist2tf.plan import CompileSettings
+    from netlist2tf.compile import CompileSettings
 
     return CompileSettings(layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM, outputs=MODEL_OUTPUTS,
                            gated=GATED, gated_writes=GATED_WRITES, held=HELD, folded_writes=FOLDED_WRITES)
@@ -168,15 +184,15 @@ def model_settings():
 def model_protocol(netlist):
     """The trace protocol of the compiled CPU for ``netlist`` (``compiled_netlist``): what the
     checkpoint's trace_protocol.json holds, without building it."""
-    from netlist2tf.plan import trace_protocol
+    from netlist2tf.compile import trace_protocol
 
     return trace_protocol(netlist, model_settings())
 
 
 def _build_checkpoint(ram_size, build_dir, log) -> Path:
     from netlist2tf.frontend import synthesize
-    from netlist2tf.hardware import drop_kernel_notes
-    from netlist2tf.outputs import cache_lock
+    from netlist2tf.common import drop_kernel_notes
+    from netlist2tf.common import cache_lock
 
     drop_kernel_notes()
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -211,11 +227,11 @@ def build_on_target(target, out, ram_size: int = MODEL_RAM_SIZE, build_dir=None,
     overwritten); `cpu run --engine model --checkpoint OUT --ram-size RAM` runs programs on it and
     `netlist2tf merge` puts it in front of a checkpoint of those shapes. Reads too large for one of
     the target's layers spread over several, registers nothing needs early move out of layer 0
-    (docs/MERGE.md): `cpu fit --layers N` says how many layers it needs."""
+    (docs/design/merge.md): `cpu fit --layers N` says how many layers it needs."""
     import dataclasses
 
     from netlist2tf.frontend import synthesize
-    from netlist2tf.hardware import drop_kernel_notes
+    from netlist2tf.common import drop_kernel_notes
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -233,8 +249,7 @@ def _compile_into(folder, key, ram_size, result, compile_settings, settings, log
     if _complete(folder):                # finished by another process since we last looked
         return folder
     from netlist2tf.driver import compile_netlist
-    from netlist2tf.emit import emit_checkpoint
-    from netlist2tf.ir import parse_netlist
+    from netlist2tf.netlist import parse_netlist
     from netlist2tf.report import build_report, write_report
 
     if key is not None:                  # the cache: older builds of this design go
@@ -253,9 +268,8 @@ def _compile_into(folder, key, ram_size, result, compile_settings, settings, log
     netlist = parse_netlist(result.json_text, str(result.json_path))
     # the gated M state must not matter while the M unit is idle: proved for every state (z3) on the
     # netlist the model computes; a netlist the prover cannot model is an error here, not a warning
-    compiled = compile_netlist(netlist, compile_settings, log=log, strict=True, step=step)
-    step("writing the checkpoint")
-    emit_checkpoint(compiled, result.json_text, folder, settings=settings)
+    compiled = compile_netlist(netlist, compile_settings, log=log, strict=True, step=step, out=folder,
+                               netlist_json=result.json_text, record=settings)
     step("writing the layer-assignment report")
     write_report(build_report(compiled.plan, compiled.stats["nonzero"], design=core_design(ram_size),
                               synth=result, netlist=netlist),
@@ -271,7 +285,7 @@ def evict_stale(cache: Path, key: str, design: str):
     """Delete the cached checkpoints of ``design`` other than ``key`` (stale: an older netlist,
     compiler or settings; 2 GB and more each), and unreadable ones; keep other designs' (another
     RAM size), emit's temporary folders and any another process is building (its lock held)."""
-    from netlist2tf.outputs import cache_lock
+    from netlist2tf.common import cache_lock
 
     for old in sorted(Path(cache).glob("*")):
         if not (old.is_dir() and len(old.name) == 16 and old.name != key):
@@ -291,10 +305,10 @@ def evict_stale(cache: Path, key: str, design: str):
 
 def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
     """The netlist the model is compiled from: the core synthesized with ``FLOW``, with only the
-    ``MODEL_OUTPUTS`` kept (``netlist2tf.graph.keep_outputs``)."""
+    ``MODEL_OUTPUTS`` kept (``netlist2tf.netlist.graph.keep_outputs``)."""
     from netlist2tf.frontend import synthesize
-    from netlist2tf.graph import keep_outputs
-    from netlist2tf.ir import parse_netlist
+    from netlist2tf.netlist import keep_outputs
+    from netlist2tf.netlist import parse_netlist
 
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     return keep_outputs(parse_netlist(result.json_text, str(result.json_path)), MODEL_OUTPUTS)
@@ -304,13 +318,13 @@ def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None, layers: int
         netlist=None) -> tuple[dict | None, str]:
     """Whether the compiled CPU (``ram_size`` bytes of RAM, the model's settings) fits ``layers``
     layers of ``target``'s shapes (a Qwen3.5 config.json, a checkpoint folder or a published geometry's
-    name: netlist2tf.target.geometries): (the plan's demands, "") when it fits, (None, the planner's
+    name: netlist2tf.compile.target.geometries): (the plan's demands, "") when it fits, (None, the planner's
     sentences naming every number that does not fit) when not. Plans only (no weights): 2-6 minutes
     on this machine. ``netlist``: the synthesized core (``fit_netlist``), to plan it several times."""
     import dataclasses
 
-    from netlist2tf.plan import plan_model
-    from netlist2tf.target import Target
+    from netlist2tf.compile import plan_model
+    from netlist2tf.compile import Target
 
     t = Target.from_config_json(target, layers=layers)
     settings = dataclasses.replace(model_settings(), target=t)
@@ -326,7 +340,7 @@ def fit_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
     """The synthesized core with ``ram_size`` bytes of RAM, as ``fit`` plans it (all its outputs:
     the plan keeps ``MODEL_OUTPUTS``)."""
     from netlist2tf.frontend import synthesize
-    from netlist2tf.ir import parse_netlist
+    from netlist2tf.netlist import parse_netlist
 
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     return parse_netlist(result.json_text, str(result.json_path))
@@ -377,8 +391,8 @@ def cpu_report(ram_size: int = MODEL_RAM_SIZE, zba: bool = True, build_dir=None)
     half of it Yosys). What ``cpu report`` writes; the checkpoint's own report is the same data with
     the non-zero count of its weights."""
     from netlist2tf.frontend import synthesize
-    from netlist2tf.ir import parse_netlist
-    from netlist2tf.plan import plan_model
+    from netlist2tf.netlist import parse_netlist
+    from netlist2tf.compile import plan_model
     from netlist2tf.report import build_report
 
     design = core_design(ram_size, zba=zba)
@@ -405,28 +419,23 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
                executor: str = "stock", text_prefix: int = 0):
     """(model, protocol, netlist, initial registers, meta, folder), loaded once per process.
 
-    ``executor``: "stock" (transformers' own forward) or "fast" (netlist2tf.fast: the same weights
+    ``executor``: "stock" (transformers' own forward) or "fast" (netlist2tf.run.fast: the same weights
     computed sparsely, checked equal to the stock forward; a checkpoint it cannot run, such as a
     merged one, falls back to stock with one line saying why).
 
     ``checkpoint``: a folder to run instead of the cached build: the compiled CPU itself, or a merged
-    checkpoint made from it by ``netlist2tf merge`` (the model is then a ``netlist2tf.merge.MergedTrace``:
+    checkpoint made from it by ``netlist2tf merge`` (the model is then a ``netlist2tf.merge.merge.MergedTrace``:
     trace tokens are numbered after the base's vocabulary and the model chooses among them all).
     ``text_prefix``: a merged checkpoint runs every program after this many base-vocabulary tokens
-    (``netlist2tf.merge.text_prefix``: seeded, the same every run); stock transformers then (the fast
+    (``netlist2tf.merge.merge.text_prefix``: seeded, the same every run); stock transformers then (the fast
     executor runs only trace-only prompts)."""
-    from netlist2tf.emit import load_checkpoint
-    from netlist2tf.merge import is_merged, load_merged, text_prefix_tokens
+    from netlist2tf.merge import is_merged, text_prefix_tokens
+    from netlist2tf.run import open_checkpoint
 
     folder = Path(checkpoint) if checkpoint else build_checkpoint(ram_size, build_dir, log)
     if text_prefix and not is_merged(folder):
         raise Netlist2TFError(f"--text-prefix puts base-vocabulary text before the program's trace: {folder} is "
                               f"not a merged checkpoint (give --checkpoint a folder made by `netlist2tf merge`)")
-    if text_prefix and executor == "fast":
-        (log or (lambda msg: print(msg, file=sys.stderr)))(
-            "cpu: model: the fast executor runs only trace-only prompts (a text prefix runs the base layers); "
-            "running it with stock transformers")
-        executor = "stock"
     key = (str(folder), str(dtype), executor, text_prefix)
     if key not in _LOADED:
         _LOADED.clear()                      # one model in memory at a time (they are large)
@@ -441,18 +450,9 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
                                       f"`cpu run --engine model` built (build/cpu-model/...) or merged from one "
                                       f"with `netlist2tf merge`, or the --ram-size it was built with")
         try:
-            loaded = None
-            if executor == "fast":
-                from netlist2tf.fast import FastUnsupported, load_fast_checkpoint
-                try:
-                    loaded = load_fast_checkpoint(folder, dtype)
-                except FastUnsupported as exc:
-                    (log or (lambda msg: print(msg, file=sys.stderr)))(
-                        f"cpu: model: the fast executor cannot run this checkpoint ({exc}); running it with "
-                        f"stock transformers")
-            if loaded is None:
-                loaded = (load_merged(folder, dtype, text_prefix_tokens(folder, text_prefix))[:5]
-                          if is_merged(folder) else load_checkpoint(folder, dtype))
+            prefix = text_prefix_tokens(folder, text_prefix) if text_prefix else ()
+            loaded = open_checkpoint(folder, dtype, executor, prefix,
+                                     log=lambda msg: (log or (lambda m: print(m, file=sys.stderr)))(f"cpu: model: {msg}"))[:5]
         except Netlist2TFError as exc:       # a damaged cache entry (a full disk, a file edited by hand)
             if checkpoint:
                 raise
@@ -461,7 +461,8 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
                 f"rebuilding it")
             shutil.rmtree(folder)            # our own cache entry (build_checkpoint made it)
             folder = build_checkpoint(ram_size, build_dir, log)
-            loaded = load_checkpoint(folder, dtype)
+            loaded = open_checkpoint(folder, dtype, executor,
+                                     log=lambda msg: (log or (lambda m: print(m, file=sys.stderr)))(f"cpu: model: {msg}"))[:5]
         _LOADED[key] = (*loaded, folder)
     return _LOADED[key]
 
@@ -487,9 +488,9 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     ``checkpoint``: run this folder instead of the cached build (``load_model``). ``time_limit``:
     seconds of wall-clock time from the prompt's first token (loading the model is before), looked at
     after every generated frame (cycle) and between pieces of the prompt (stock transformers feed it
-    in pieces then: netlist2tf.host.run_model's ``stop``); past it, every row still running stops with
+    in pieces then: netlist2tf.run.host.run_model's ``stop``); past it, every row still running stops with
     ``Halt.TIME_LIMIT`` at its next instruction."""
-    from netlist2tf.host import RunStopped, run_model
+    from netlist2tf.run import RunStopped, run_model
 
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
                                                                checkpoint, executor, text_prefix)
@@ -498,7 +499,7 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace)
                 for img in images]
 
-    from netlist2tf.hardware import Progress
+    from netlist2tf.common import Progress
     bar = Progress(0, "cycle", "cpu: model: generating")
 
     def until(cycle, frames):
@@ -526,7 +527,7 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
         for dec in decoders:
             dec.stop(Halt.TIME_LIMIT)
     except Netlist2TFError as exc:
-        from netlist2tf.fast import FastInexact
+        from netlist2tf.run import FastInexact
         if not isinstance(exc, FastInexact):
             raise
         bar.close()
@@ -558,14 +559,14 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
     """Run programs on the compiled CPU by teacher forcing instead of generation (the same result,
     7-9x faster on long programs): the netlist simulator's trace of each program is fed to the model
     in long forward calls and the model's greedy choice must equal the trace at every generated
-    position (``netlist2tf.verify.verify_teacher_forced``; by induction over the positions, greedy
+    position (``netlist2tf.run.verify.verify_teacher_forced``; by induction over the positions, greedy
     generation from the prompt produces exactly that trace); the proved trace is then decoded like a
     generated one. Returns one RunResult per image (with ``tokens``, ``prompt_tokens``,
     ``checkpoint``); raises ModelDivergence naming the first token the model gets wrong.
     ``resume_dir``: where the check saves its progress every 5 minutes and continues from (a file per
     model, dtype, device and batch of images). ``what``: how the announcement names the run."""
     from netlist2tf.sim import TableStimulus
-    from netlist2tf.verify import expected_tokens, verify_teacher_forced
+    from netlist2tf.run import expected_tokens, verify_teacher_forced
 
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
                                                                checkpoint, executor, text_prefix)
@@ -620,7 +621,7 @@ def _memory(model) -> tuple[int, int | None]:
     # the fast executor keeps no attention cache (its attention layers are silent): nothing grows
     full = 0 if getattr(model, "fast", None) is not None else sum(t == "full_attention" for t in cfg.layer_types)
     per_position = 2 * full * cfg.num_key_value_heads * cfg.head_dim * item + 60
-    from netlist2tf.hardware import available_memory
+    from netlist2tf.common import available_memory
     return per_position, available_memory()
 
 
@@ -747,7 +748,7 @@ class TraceDecoder:
         return self.regs.get(i, 0) if i else 0
 
     def feed(self, frame) -> None:
-        """Decode one frame (a ``netlist2tf.host.Frame``) of a row that has not halted yet."""
+        """Decode one frame (a ``netlist2tf.run.host.Frame``) of a row that has not halted yet."""
         out, (waddr, wdata), (raddr, rdata) = dict(frame.outputs), frame.writes["ram"], frame.writes["regs"]
         # a frame holds the registers of the groups it emits: the others keep their last values (the
         # tail group pc_mid: the row the model reads; the gated groups' are read only under their gate)
@@ -819,9 +820,9 @@ def effective_address(insn: int, rs1: int) -> int:
 
 def decode_trace(protocol, decoder: TraceDecoder, tokens: list[int], frames) -> RunResult:
     """Feed ``decoder`` the frames of one row's token sequence (``frames``: (cycle, position of its
-    first generated token), as ``netlist2tf.verify.expected_tokens`` gives them per row) until it
+    first generated token), as ``netlist2tf.run.verify.expected_tokens`` gives them per row) until it
     halts."""
-    from netlist2tf.host import Frame
+    from netlist2tf.run import Frame
 
     end = protocol.generated[-1]
     for cycle, first in frames:

@@ -1,4 +1,4 @@
-"""Run programs on the CPU's netlist: hdl/rv32 synthesized by Yosys, simulated by netlist2tf.sim.
+"""Run programs on the CPU's netlist: hdl/rv32 synthesized by Yosys, simulated by netlist2tf.sim.simulator.
 
 The program image is loaded into the netlist's ``ram`` memory before the first cycle (the simulator's
 state, which is the netlist engine's business; the model engine will load programs as prompt tokens
@@ -10,9 +10,9 @@ import time
 
 import numpy as np
 
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
+from netlist2tf.netlist import parse_netlist
 from netlist2tf.sim import Simulator
 
 from hdl.rv32.core import M_CYCLES
@@ -46,7 +46,7 @@ def core_netlist(ram_size=DEFAULT_RAM_SIZE, reset_pc=0, flow="word", build_dir=N
     it takes."""
     key = (ram_size, reset_pc, flow, str(build_dir))  # None: the default build folder
     if key not in _NETLISTS:
-        from netlist2tf.hardware import available_memory, gigabytes
+        from netlist2tf.common import available_memory, gigabytes
 
         need, avail = SYNTH_BYTES_PER_RAM_BYTE * ram_size + 150_000_000, available_memory()
         if avail is not None and need > 0.8 * avail:

@@ -32,8 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from netlist2tf.errors import Netlist2TFError
-from netlist2tf.paths import build_dir
+from netlist2tf.common import Netlist2TFError
+from netlist2tf.common import build_dir
 
 from .machine import CONSOLE_ADDR, DEFAULT_RAM_SIZE
 

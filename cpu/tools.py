@@ -1,4 +1,4 @@
-"""Tools a language model calls, run as firmware on the RV32IM+Zba machine (docs/TOOLS.md).
+"""Tools a language model calls, run as firmware on the RV32IM+Zba machine (docs/design/tools.md).
 
 ``calc``: cpu/firmware/calc.c, exact integer arithmetic (+ - * / % ^, parentheses, any length, Python's
 semantics). The expression is the program's input (``machine.with_input``: bytes placed in RAM after
@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 from .machine import Halt, InputTooLong, with_input
 

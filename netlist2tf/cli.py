@@ -7,7 +7,6 @@
     netlist2tf verify CHECKPOINT [--cycles N] [--batch B] [--dtype ...] [--token-by-token | --teacher-forced]
     netlist2tf report DESIGN [--layers 11] [--out DIR] [--compare OLD_REPORT.json]
     netlist2tf merge CHECKPOINT [--base QWEN3.5-FOLDER] [--out DIR] [--dtype ...]
-    netlist2tf chat MERGED [--message TEXT ...] [--assistant SCRIPT] [--engine model|unicorn|netlist]
 
 DESIGN is ``module.path:Class``, ``path/to/file.py:Class``, an ``.il``/``.v`` file, or (for ``sim``)
 a Yosys ``.json`` netlist. Errors in the user's input print one message and exit with status 2; a
@@ -20,13 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-from .errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 
 def _netlist_for(args):
     """Synthesize (or load) the DESIGN argument; returns (netlist, synth result or None)."""
-    from .frontend import synthesize
-    from .ir import load_netlist, parse_netlist
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.netlist import load_netlist, parse_netlist
 
     if args.design.endswith(".json"):
         if args.flow != "word" or args.no_cache:
@@ -39,9 +38,9 @@ def _netlist_for(args):
 
 
 def cmd_synth(args) -> int:
-    from .validate import find_problems
+    from netlist2tf.netlist import find_problems
 
-    from .outputs import check_output_file, write_file
+    from netlist2tf.common import check_output_file, write_file
 
     if args.output is not None:
         check_output_file(args.output, "-o", "netlist", args.force)
@@ -65,7 +64,7 @@ def cmd_synth(args) -> int:
         print("  cells: " + ", ".join(f"{t} x{n}" for t, n in sorted(counts.items())), file=sys.stderr)
     problems = find_problems(netlist)
     if problems:
-        from .errors import UnsupportedDesignError
+        from netlist2tf.common import UnsupportedDesignError
         raise UnsupportedDesignError(problems)
     return 0
 
@@ -79,10 +78,10 @@ def cmd_sim(args) -> int:
 
     import numpy as np
 
-    from .hardware import Progress, available_memory, gigabytes
-    from .outputs import check_output_file, destination, file_writer
-    from .sim import FileStimulus, RandomStimulus, Simulator, Trace
-    from .waveform import VCDStream
+    from netlist2tf.common import Progress, available_memory, gigabytes
+    from netlist2tf.common import check_output_file, destination, file_writer
+    from netlist2tf.sim import FileStimulus, RandomStimulus, Simulator, Trace
+    from netlist2tf.sim import VCDStream
 
     if args.vcd is not None:
         check_output_file(args.vcd, "--vcd", "vcd", args.force)
@@ -159,7 +158,7 @@ def cmd_sim(args) -> int:
                     for n in (kept[0][part] if kept else ())}
         trace = Trace(args.cycles, args.batch, joined(0), joined(1), {})
         del kept
-        from .reference import run_amaranth
+        from netlist2tf.frontend import run_amaranth
         for lane in range(trace.batch):
             ref = run_amaranth(args.design, {n: v[:, lane] for n, v in trace.inputs.items()},
                                trace.cycles, list(trace.outputs),
@@ -179,7 +178,7 @@ def cmd_sim(args) -> int:
 def _outputs_file_is_ours(args, names):
     """An existing --outputs file is replaced only if it holds this design's outputs (a JSON-lines
     file of other ports, such as the stimulus, is the user's), or with --force."""
-    from .outputs import OutputError, destination, first_line
+    from netlist2tf.common import OutputError, destination, first_line
 
     how, path = destination(args.outputs, "--outputs")
     if args.force or how != "file" or not path.is_file() or not path.stat().st_size:
@@ -201,9 +200,9 @@ def _dtype(name):
 
 def _compile_inputs(args):
     """(synthesis result, netlist, target or None) for compile/report."""
-    from .frontend import synthesize
-    from .ir import parse_netlist
-    from .target import Target
+    from netlist2tf.frontend import synthesize
+    from netlist2tf.netlist import parse_netlist
+    from netlist2tf.compile import Target
 
     if args.design.endswith(".json"):
         raise Netlist2TFError(f"{args.design} is a netlist JSON; compile and report synthesize the design "
@@ -249,10 +248,10 @@ def _kept(args):
 
 def _out_folder(args, where: str, kind: str) -> Path:
     """The --out folder (default BUILD/WHERE/DESIGN) for a KIND of output, checked before any work
-    (netlist2tf.outputs)."""
+    (netlist2tf.common.outputs)."""
     import re
-    from .outputs import check_output_folder
-    from .paths import build_dir
+    from netlist2tf.common import check_output_folder
+    from netlist2tf.common import build_dir
 
     out = Path(args.out) if args.out is not None else \
         build_dir(args.build_dir) / where / re.sub(r"[^A-Za-z0-9_.-]+", "_", args.design)
@@ -263,7 +262,7 @@ def _out_folder(args, where: str, kind: str) -> Path:
 
 def _settings(args, target):
     """The CompileSettings of a compile or report command line."""
-    from .plan import CompileSettings
+    from netlist2tf.compile import CompileSettings
 
     writes = tuple(n.strip() for n in (args.gated_writes or "").split(",") if n.strip())
     folded = tuple(n.strip() for n in (args.folded_writes or "").split(",") if n.strip())
@@ -273,9 +272,8 @@ def _settings(args, target):
 
 
 def cmd_compile(args) -> int:
-    from .driver import compile_netlist
-    from .emit import emit_checkpoint
-    from .plan import plan_model
+    from netlist2tf.driver import compile_netlist
+    from netlist2tf.compile import plan_model
 
     out = None if args.check_fit else _out_folder(args, "compiled", "checkpoint")
     result, netlist, target = _compile_inputs(args)
@@ -289,9 +287,10 @@ def cmd_compile(args) -> int:
               + "".join(f"; memory read {k} over DeltaNet layers {v}" for k, v in fit["memory_reads"].items() if len(v) > 1)
               + (f"; {fit['late_register_chunks']} register chunks read after layer 0" if fit["late_register_chunks"] else ""))
         return 0
-    compiled = compile_netlist(netlist, settings, log=lambda msg: print(msg, file=sys.stderr))
-    emit_checkpoint(compiled, result.json_text, out, _dtype(args.dtype),
-                    settings={"design": args.design, "flow": args.flow, **settings.record()}, force=args.force)
+    compiled = compile_netlist(netlist, settings, log=lambda msg: print(msg, file=sys.stderr), out=out,
+                               netlist_json=result.json_text, dtype=_dtype(args.dtype),
+                               record={"design": args.design, "flow": args.flow, **settings.record()},
+                               force=args.force)
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
@@ -310,10 +309,10 @@ def cmd_compile(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .plan import plan_model
-    from .report import build_report, write_report
+    from netlist2tf.compile import plan_model
+    from netlist2tf.report import build_report, write_report
 
-    from .report_compare import attach_comparison, old_report
+    from netlist2tf.report import attach_comparison, old_report
 
     out = _out_folder(args, "reports", "report")
     old, old_name = old_report(args.compare, out, args.design)    # before any work: a bad file fails at once
@@ -330,9 +329,9 @@ def cmd_report(args) -> int:
 
 
 def cmd_merge(args) -> int:
-    from .merge import default_base, merge_checkpoints
-    from .outputs import check_output_folder
-    from .paths import build_dir
+    from netlist2tf.merge import default_base, merge_checkpoints
+    from netlist2tf.common import check_output_folder
+    from netlist2tf.common import build_dir
 
     if not Path(args.checkpoint).is_dir():
         raise Netlist2TFError(f"{args.checkpoint}: no such checkpoint folder; give a folder written by "
@@ -385,11 +384,11 @@ def _cycle_tokens(text: str) -> tuple[int, int]:
 
 
 def cmd_verify(args) -> int:
-    from .emit import load_checkpoint
-    from .merge import is_merged, load_merged, text_prefix_tokens
-    from .verify import verify_model, verify_teacher_forced
+    from netlist2tf.merge import is_merged, text_prefix_tokens
+    from netlist2tf.run import open_checkpoint
+    from netlist2tf.run import verify_model, verify_teacher_forced
 
-    from .outputs import check_output_file
+    from netlist2tf.common import check_output_file
 
     if args.resume is not None and not args.teacher_forced:
         raise Netlist2TFError("--resume saves the progress of a --teacher-forced check; add --teacher-forced")
@@ -400,42 +399,28 @@ def cmd_verify(args) -> int:
                               f"`netlist2tf compile` or `netlist2tf merge`")
     if args.text_between and (args.batch != 1 or args.resume):
         raise Netlist2TFError("--text-between runs one batch row (--batch 1) and is not resumable (drop --resume)")
-    if args.executor == "fast":
-        if args.resume:
-            raise Netlist2TFError("--resume saves the stock forward's cache; the fast executor's check is not "
-                                  "resumable (drop --resume, or use --executor stock)")
-        from .fast import FastUnsupported, load_fast_checkpoint
-        try:
-            if args.text_prefix or args.text_between:
-                raise FastUnsupported("text runs the base layers, which the fast executor runs only "
-                                      "where they are silent (trace-only prompts)")
-            model, protocol, netlist, inits, meta = load_fast_checkpoint(args.checkpoint, _dtype(args.dtype))
-        except FastUnsupported as exc:
-            print(f"netlist2tf: the fast executor cannot run {args.checkpoint} ({exc}); running it with stock "
-                  f"transformers", file=sys.stderr)
-            args.executor = "stock"
-    if args.executor == "fast":
-        pass
-    elif is_merged(args.checkpoint):
-        prefix = text_prefix_tokens(args.checkpoint, args.text_prefix, args.seed)
-        model, protocol, netlist, inits, meta = load_merged(args.checkpoint, _dtype(args.dtype), prefix)[:5]
-        if args.text_between:
-            from .merge import MergedTrace
-            from .verify import expected_tokens
-            late = [c for c, _ in args.text_between if c >= args.cycles]
-            if late:
-                raise Netlist2TFError(f"--text-between {late[0]}:...: the check runs cycles 0..{args.cycles - 1}; "
-                                      f"give a cycle below --cycles")
-            frames = expected_tokens(protocol, netlist, inits, args.cycles, 1, args.seed,
-                                     meta["initial_memory"])[2][0]
-            interludes = {frames[c][1]: text_prefix_tokens(args.checkpoint, n, args.seed + 1 + i)
-                          for i, (c, n) in enumerate(args.text_between)}
-            model = MergedTrace(model.model, model.offset, model.vocab, prefix, interludes)
-    elif args.text_prefix or args.text_between:
+    if args.executor == "fast" and args.resume:
+        raise Netlist2TFError("--resume saves the stock forward's cache; the fast executor's check is not "
+                              "resumable (drop --resume, or use --executor stock)")
+    if (args.text_prefix or args.text_between) and not is_merged(args.checkpoint):
         raise Netlist2TFError(f"--text-prefix and --text-between put base-vocabulary text in the trace: "
                               f"{args.checkpoint} is not a merged checkpoint (make one with `netlist2tf merge`)")
-    else:
-        model, protocol, netlist, inits, meta = load_checkpoint(args.checkpoint, _dtype(args.dtype))
+    prefix = text_prefix_tokens(args.checkpoint, args.text_prefix, args.seed) if args.text_prefix else ()
+    model, protocol, netlist, inits, meta, args.executor = open_checkpoint(
+        args.checkpoint, _dtype(args.dtype), args.executor, prefix, text=bool(args.text_between),
+        log=lambda msg: print(f"netlist2tf: {msg}", file=sys.stderr))
+    if args.text_between:
+        from netlist2tf.merge import MergedTrace
+        from netlist2tf.run import expected_tokens
+        late = [c for c, _ in args.text_between if c >= args.cycles]
+        if late:
+            raise Netlist2TFError(f"--text-between {late[0]}:...: the check runs cycles 0..{args.cycles - 1}; "
+                                  f"give a cycle below --cycles")
+        frames = expected_tokens(protocol, netlist, inits, args.cycles, 1, args.seed,
+                                 meta["initial_memory"])[2][0]
+        interludes = {frames[c][1]: text_prefix_tokens(args.checkpoint, n, args.seed + 1 + i)
+                      for i, (c, n) in enumerate(args.text_between)}
+        model = MergedTrace(model.model, model.offset, model.vocab, prefix, interludes)
     if args.teacher_forced and args.token_by_token:
         raise Netlist2TFError("--teacher-forced checks the trace in long forward calls; it cannot "
                               "be combined with --token-by-token")
@@ -448,7 +433,7 @@ def cmd_verify(args) -> int:
         mode = "teacher-forced"
     else:
         mode = "token by token" if args.token_by_token else "prefill"
-        from .hardware import Progress
+        from netlist2tf.common import Progress
         bar = Progress(args.cycles, "cycle", f"verify ({mode})", min_seconds=2.0)
         div, _ = verify_model(model, protocol, netlist, inits, args.cycles, args.batch, args.seed,
                               prefill=not args.token_by_token, initial_memory=meta["initial_memory"],
@@ -469,8 +454,8 @@ def cmd_verify(args) -> int:
 
 def _check_verify_memory(args, model, protocol) -> None:
     """Refuse, before it starts, a check the machine's memory cannot hold (verify.memory_needed)."""
-    from .hardware import available_memory, gigabytes
-    from .verify import memory_needed
+    from netlist2tf.common import available_memory, gigabytes
+    from netlist2tf.run import memory_needed
 
     avail = available_memory()
     if avail is None or args.executor == "fast":       # the fast executor keeps no growing cache
@@ -494,7 +479,7 @@ def _check_verify_memory(args, model, protocol) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .cliutil import Formatter, Parser, add_version, count, path_arg, seconds
+    from netlist2tf.cliutil import Formatter, Parser, add_version, count, path_arg
 
     ap = Parser(prog="netlist2tf", description="Compile hardware into transformer weights.",
                                  formatter_class=Formatter)
@@ -557,17 +542,17 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a gated group (repeatable): registers whose tokens are emitted only in frames "
                             "after which the 1-bit register GATE is 1 (their values must not matter while it "
                             "is 0: compile proves it with z3 or shows a counterexample), or output ports "
-                            "emitted only in cycles where the 1-bit output GATE is 1; docs/COMPILER.md 2")
+                            "emitted only in cycles where the 1-bit output GATE is 1; docs/design/compiler.md 2")
         p.add_argument("--held", metavar="GATE:DIRTY:REGISTER,...", action="append",
                        help="a held group (repeatable): registers that change rarely, emitted only in cycles "
                             "where the 1-bit output GATE is 1; GATE must be 1 in every cycle that changes "
                             "them and the cycle after, DIRTY a 1-bit register that is 1 after a cycle that "
                             "changed them (compile proves it with z3 or shows a counterexample); with "
                             "DIRTY empty (GATE::REGISTER,...) a tail group: one row written at the frame's "
-                            "end, GATE 1 in every cycle that changes them; docs/COMPILER.md 2")
+                            "end, GATE 1 in every cycle that changes them; docs/design/compiler.md 2")
         p.add_argument("--gated-writes", metavar="MEMORY,...",
                        help="emit these memories' write tokens only in cycles where their port writes "
-                            "(the frame then ends on a register token; docs/COMPILER.md 2)")
+                            "(the frame then ends on a register token; docs/design/compiler.md 2)")
         p.add_argument("--roms", choices=("auto", "ffn", "deltanet"), default="auto",
                        help="read-only memories as FFN decoders (ffn), as DeltaNet banks the prompt "
                             "preloads (deltanet: no neurons, a longer prompt), or whichever gives fewer "
@@ -575,11 +560,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--bits", choices=("signed", "pairs"), default="signed",
                        help="how the residual stream holds a bit: one channel of +-1 (signed, the "
                             "default: half the hidden size) or the two channels (b, 1 - b) the gadgets "
-                            "are planned in (pairs); the same tokens either way (docs/COMPILER.md 1b)")
+                            "are planned in (pairs); the same tokens either way (docs/design/compiler.md 1b)")
         p.add_argument("--folded-writes", metavar="MEMORY,...",
                        help="emit these memories' write data only up to the word's highest non-zero "
                             "chunk: a skipped chunk is written as 0 (exact by construction, no proof; "
-                            "the frame then ends on a register token; docs/COMPILER.md 2)")
+                            "the frame then ends on a register token; docs/design/compiler.md 2)")
         p.add_argument("--out", type=path_arg, help=out_help)
         p.add_argument("--build-dir", type=path_arg, default=None, help=build_help)
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")
@@ -621,8 +606,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "FILE every few minutes and continue from it when run again with the same "
                         "checkpoint, dtype, cycles, batch, seed and window (FILE is deleted at the end)")
     p.add_argument("--executor", choices=("stock", "fast"), default="stock",
-                   help="run the model with stock transformers' forward, or netlist2tf.fast (the same weights' "
-                        "non-zero entries, one position at a time: docs/FAST.md)")
+                   help="run the model with stock transformers' forward, or netlist2tf.run.fast (the same weights' "
+                        "non-zero entries, one position at a time: docs/design/fast.md)")
     p.add_argument("--text-prefix", type=count(0, 1 << 20, "--text-prefix"), default=0, metavar="N",
                    help="merged checkpoints: put N random base-vocabulary tokens (seeded) before the trace")
     p.add_argument("--text-between", type=_cycle_tokens, action="append", default=[], metavar="CYCLE:N",
@@ -643,76 +628,24 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the merged residual: 'shared' puts the compiled channels on the base's (hidden size "
                         "about max(compiled, base) + the few channels text must not touch), 'separate' "
                         "side by side (compiled + base); 'auto' (default): shared wherever the compiled "
-                        "model allows it (docs/MERGE.md), else separate")
+                        "model allows it (docs/design/merge.md), else separate")
     p.add_argument("--build-dir", type=path_arg, default=None, help=build_help)
     p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(func=cmd_merge)
 
-    p = parser("chat", "a chat over a merged CPU checkpoint whose assistant calls the compiled CPU "
-                       "(the calc tool) in Qwen3.5's tool-call format")
-    p.add_argument("checkpoint", type=path_arg, help="a merged checkpoint of the CPU (`make merge`: build/merged/cpu)")
-    p.add_argument("--message", "-m", action="append", default=None, metavar="TEXT",
-                   help="a user message (repeatable); without it, one message per line of standard input")
-    p.add_argument("--assistant", type=path_arg, metavar="FILE", default=None,
-                   help="the assistant's replies, scripted: FILE's replies separated by lines that are exactly ---, "
-                        "used in order instead of generating them (a random base cannot decide to call)")
-    p.add_argument("--engine", choices=("model", "unicorn", "netlist"), default="model",
-                   help="where tool calls run (default model: the checkpoint's compiled layers generate the trace)")
-    p.add_argument("--executor", choices=("fast", "stock"), default="fast",
-                   help="how the model engine runs the compiled layers (default fast: exact, one core)")
-    p.add_argument("--max-new-tokens", type=count(1, 1 << 20, "--max-new-tokens"), default=256, help="generated tokens per assistant reply")
-    from cpu.chat import TOOL_MAX_STEPS, TOOL_TIME_LIMIT
-    p.add_argument("--tool-time-limit", type=seconds("--tool-time-limit"), default=TOOL_TIME_LIMIT, metavar="SECONDS",
-                   help="wall-clock seconds a tool call may run, from its program's first cycle (loading the model "
-                        "is not counted); past it the engine is stopped and the tool response says so "
-                        f"(default {TOOL_TIME_LIMIT:g}; 0: no limit)")
-    p.add_argument("--tool-max-steps", type=count(1, None, "--tool-max-steps"), default=TOOL_MAX_STEPS, metavar="N",
-                   help="instructions a tool call may run; past it the call is stopped and the tool response says "
-                        f"so (default {TOOL_MAX_STEPS:,}: about 100 s of the fast executor on a 2-core machine)")
+    p = parser("chat", "moved: the chat with the compiled CPU as a tool is `cpu chat` (the CPU application's command)")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_chat)
     return ap
 
 
 def cmd_chat(args) -> int:
-    from cpu.chat import Chat
-
-    script = None
-    if args.assistant:
-        from .inputs import MAX_SMALL_TEXT_BYTES, read_text
-        text = read_text(args.assistant, f"--assistant {args.assistant}", MAX_SMALL_TEXT_BYTES)
-        import re
-        script = iter([r.strip("\n") for r in re.split(r"(?m)^---$", text) if r.strip()])
-
-    def scripted(messages, prompt):
-        reply = next(script, None)
-        if reply is None:
-            raise Netlist2TFError(f"--assistant {args.assistant}: out of scripted replies")
-        return reply
-
-    chat = Chat(Path(args.checkpoint), assistant=scripted if script else None, engine=args.engine,
-                executor=args.executor, max_new_tokens=args.max_new_tokens,
-                time_limit=args.tool_time_limit or None, max_steps=args.tool_max_steps)
-    if args.message is not None:
-        messages = args.message
-    else:                                   # one message a line, each line bounded (inputs.lines)
-        from .inputs import lines
-        messages = (line.rstrip("\n") for _, line in lines(sys.stdin.buffer, "standard input"))
-    for message in messages:
-        if not message.strip():
-            continue
-        done = len(chat.runs)
-        reply = chat.send(message)
-        print(f"user: {message}")
-        for run in chat.runs[done:]:
-            print(f"tool {run.tool}: {run.output}")
-            print(f"netlist2tf: chat: {run.tool} on {run.engine}: {run.instructions:,} instructions, "
-                  f"{run.tokens:,} trace tokens, {run.seconds:.2f} s", file=sys.stderr)
-        print(f"assistant: {reply}", flush=True)
-    return 0
+    raise Netlist2TFError("`netlist2tf chat` is now `cpu chat` (the chat runs the CPU application, which this "
+                          "library does not import): run `cpu chat CHECKPOINT ...` with the same arguments")
 
 
 def main(argv=None) -> int:
-    from .cliutil import run
+    from netlist2tf.cliutil import run
 
     args = build_parser().parse_args(argv)
     return run("netlist2tf", _checked(args.func), args)
@@ -721,8 +654,8 @@ def main(argv=None) -> int:
 def _checked(func):
     """``func`` after the checks every command makes before any work: the build folder is usable."""
     def run(args):
-        from .outputs import check_build_dir
-        from .paths import ENV, build_dir
+        from netlist2tf.common import check_build_dir
+        from netlist2tf.common import ENV, build_dir
 
         if hasattr(args, "build_dir"):
             check_build_dir(build_dir(args.build_dir), "--build-dir" if args.build_dir else f"the build folder (${ENV} or build/)")

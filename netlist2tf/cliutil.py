@@ -8,7 +8,7 @@ import os
 import signal
 import sys
 
-from .errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 EXIT_INPUT_ERROR = 2
 
@@ -102,7 +102,7 @@ def run(prog: str, func, args) -> int:
     logging.getLogger("transformers").setLevel(logging.ERROR)   # library notes are not our output
     signal.signal(signal.SIGTERM, _on_signal)
     try:
-        from .hardware import drop_kernel_notes
+        from netlist2tf.common import drop_kernel_notes
         drop_kernel_notes()
         return func(args)
     except Netlist2TFError as exc:
@@ -110,7 +110,7 @@ def run(prog: str, func, args) -> int:
         return EXIT_INPUT_ERROR
     except KeyboardInterrupt as exc:
         signum = getattr(exc, "signum", signal.SIGINT)
-        from .outputs import streamed
+        from netlist2tf.common import streamed
         into = streamed()
         what = (f"{', '.join(into)} received output as it was made (not a regular file: written into, not "
                 f"replaced); every other output is as it was" if into else

@@ -2,26 +2,26 @@
 
 ``compile_netlist`` runs the stages in one order for every caller (``netlist2tf compile``, the CPU
 model engine, the bench scripts): keep only the outputs asked for, prove the gated group harmless
-on that netlist (the one the model computes), plan (``netlist2tf.plan``), write the weights
-(``netlist2tf.assemble.write_weights``). ``--check-fit`` and the report stop after the plan
+on that netlist (the one the model computes), plan (``netlist2tf.compile.plan``), write the weights
+(``netlist2tf.weights.assemble.write_weights``). ``--check-fit`` and the report stop after the plan
 (``plan_model``).
 """
 
 import time
 
-from .errors import Netlist2TFError
-from .graph import keep_outputs
-from .plan import CompileSettings, plan_model
+from netlist2tf.common import Netlist2TFError
+from netlist2tf.netlist import keep_outputs
+from netlist2tf.compile import CompileSettings, plan_model
 
 
 def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = False) -> str | None:
-    """Prove with z3 (``netlist2tf.formal.prove_groups``) that each gated register group of
+    """Prove with z3 (``netlist2tf.netlist.formal.prove_groups``) that each gated register group of
     ``settings`` does not matter while its gate is 0, on the netlist the model computes (only
     ``settings.outputs`` kept), with the output groups and gated writes skipped as the model skips
     them. Returns a one-line summary (None without a register group). A counterexample raises
     Netlist2TFError; a netlist the prover cannot model is a warning (``log``) unless ``strict``."""
-    from .formal import prove_groups
-    from .plan import resolve_groups
+    from netlist2tf.netlist import prove_groups
+    from netlist2tf.compile import resolve_groups
 
     model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
     kinds = [spec.kind for spec in resolve_groups(model_netlist, settings.gated, (), settings.held)]
@@ -53,7 +53,7 @@ def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = Fa
 
 def _prove_held(model_netlist, held, log, strict: bool) -> str:
     """``formal.prove_held`` for one held group (GATE, DIRTY, MEMBERS) of the settings."""
-    from .formal import prove_held
+    from netlist2tf.netlist import prove_held
 
     gate, dirty, members = held
     what = f"{gate}:{dirty}:{','.join(members)}"
@@ -78,11 +78,16 @@ def _prove_held(model_netlist, held, log, strict: bool) -> str:
 
 
 def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = True, strict: bool = False,
-                    step=None):
+                    step=None, out=None, netlist_json: str | None = None, dtype=None, record=None,
+                    force: bool = False):
     """Prove (``prove_gating``, unless ``prove`` is False), plan and write the weights of
-    ``netlist``: the ``Compiled`` model (``assemble.Compiled``; its ``plan`` attached). ``step``:
-    called with a short description before each stage (progress for long compiles)."""
-    from .assemble import write_weights
+    ``netlist``: the ``Compiled`` model (``netlist2tf.weights.Compiled``; its ``plan`` attached).
+    With ``out``, also write it there as a checkpoint folder (``netlist2tf.checkpoint.emit_checkpoint``:
+    ``netlist_json`` is the Yosys JSON it was read from, kept beside the weights; ``dtype`` the weights'
+    (float32 when None); ``record`` what compile.json records of how it was made; ``force`` replaces a
+    folder that is not one of ours). ``step``: called with a short description before each stage
+    (progress for long compiles)."""
+    from netlist2tf.weights import write_weights
 
     step = step or (lambda what: None)
     if prove and (settings.gated or settings.held):
@@ -91,4 +96,14 @@ def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = 
     step("scheduling the netlist onto the layers and planning the model")
     plan = plan_model(netlist, settings)
     step(f"writing the weights ({plan.stats['parameters'] / 1e6:.0f} M parameters)")
-    return write_weights(plan)
+    compiled = write_weights(plan)
+    if out is not None:
+        import torch
+
+        from netlist2tf.checkpoint import emit_checkpoint
+
+        if netlist_json is None:
+            raise ValueError("compile_netlist(out=...) needs netlist_json, the Yosys JSON the netlist was read from")
+        step("writing the checkpoint")
+        emit_checkpoint(compiled, netlist_json, out, dtype or torch.float32, settings=record, force=force)
+    return compiled

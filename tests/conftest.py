@@ -1,14 +1,14 @@
 """Shared fixtures: one synthesis cache per test session (per xdist worker); the cross-check of the
-prover (netlist2tf.formal) against the simulator."""
+prover (netlist2tf.netlist.formal) against the simulator."""
 
 import dataclasses
 
 import numpy as np
 import pytest
 
-from netlist2tf.formal import evaluate
-from netlist2tf.ir import Port
-from netlist2tf.sim import Simulator
+from netlist2tf.netlist.formal import evaluate
+from netlist2tf.netlist.ir import Port
+from netlist2tf.sim.simulator import Simulator
 
 
 @pytest.fixture(scope="session")

@@ -459,7 +459,7 @@ CASES = [
     Case("sim-stimulus-endless-device", COUNTER + ["--stimulus", "{tmp}/zero"], "line 1 is longer than",
          _device("zero", 1, 5)),
     Case("chat-assistant-endless-device", ["chat", "{tmp}/m", "--assistant", "{tmp}/zero"], "is longer than",
-         _device("zero", 1, 5)),
+         _device("zero", 1, 5), prog="cpu"),
     Case("compile-target-endless-device", ["compile", "hdl.examples.counter:Counter", "--target", "{tmp}/zero"],
          "is longer than", _device("zero", 1, 5)),
     Case("cpu-run-a-device", ["run", "{tmp}/zero.c"], "is not a regular file",
@@ -494,12 +494,13 @@ CASES = [
     Case("synth-o-empty", ["synth", "hdl.examples.counter:Counter", "-o", ""], "--output: the path is empty"),
     Case("build-dir-empty", ["synth", "hdl.examples.counter:Counter", "--build-dir", ""], "--build-dir: the path is empty"),
     Case("report-compare-empty", ["report", "hdl.examples.counter:Counter", "--compare", ""], "--compare: the path is empty"),
-    Case("chat-assistant-empty", ["chat", "{tmp}/m", "--assistant", ""], "--assistant: the path is empty"),
+    Case("chat-assistant-empty", ["chat", "{tmp}/m", "--assistant", ""], "--assistant: the path is empty", prog="cpu"),
     Case("cpu-checkpoint-empty", ["run", "{tmp}/x.c", "--engine", "model", "--checkpoint", ""], "--checkpoint: the path is empty",
          _write("x.c", "int main(void){return 0;}\n"), prog="cpu"),
-    Case("chat-max-new-tokens-negative", ["chat", "{tmp}/m", "--max-new-tokens", "-5"], "--max-new-tokens"),
-    Case("chat-tool-time-limit-negative", ["chat", "{tmp}/m", "--tool-time-limit", "-1"], "--tool-time-limit"),
-    Case("chat-tool-max-steps-0", ["chat", "{tmp}/m", "--tool-max-steps", "0"], "--tool-max-steps"),
+    Case("chat-max-new-tokens-negative", ["chat", "{tmp}/m", "--max-new-tokens", "-5"], "--max-new-tokens", prog="cpu"),
+    Case("chat-tool-time-limit-negative", ["chat", "{tmp}/m", "--tool-time-limit", "-1"], "--tool-time-limit", prog="cpu"),
+    Case("chat-tool-max-steps-0", ["chat", "{tmp}/m", "--tool-max-steps", "0"], "--tool-max-steps", prog="cpu"),
+    Case("chat-moved-to-cpu", ["chat", "{tmp}/m", "--assistant", "x"], "is now `cpu chat`"),
     Case("verilog-display", ["synth", "{tmp}/show.v"], "show.v:3: $display",
          _write("show.v", "module top(input clk, input a, output reg y);\n  always @(posedge clk) begin\n"
                           "    y <= a; $display(\"hi\");\n  end\nendmodule\n")),
@@ -517,14 +518,15 @@ def _snapshot(*roots) -> dict:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, build_dir):
-    from netlist2tf.assemble import assemble
-    from netlist2tf.emit import emit_checkpoint
-    from netlist2tf.frontend import synthesize
-    from netlist2tf.ir import parse_netlist
+    from netlist2tf.compile.plan import CompileSettings
+    from netlist2tf.driver import compile_netlist
+    from netlist2tf.checkpoint.emit import emit_checkpoint
+    from netlist2tf.frontend.synth import synthesize
+    from netlist2tf.netlist.ir import parse_netlist
 
     root = tmp_path_factory.mktemp("bad-inputs")
     result = synthesize("hdl.examples.fifo:FIFO", "macro", build_dir)
-    ckpt = emit_checkpoint(assemble(parse_netlist(result.json_text), layers=8), result.json_text, root / "fifo")
+    ckpt = emit_checkpoint(compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=8), prove=False), result.json_text, root / "fifo")
     counter = synthesize("hdl.examples.counter:Counter", "word", build_dir)
     (root / "counter.json").write_text(counter.json_text)
     keep = root / "keep"
@@ -607,7 +609,7 @@ def test_checkpoints_are_shareable(tmp_path, build_dir):
 
 
 def test_a_damaged_synth_cache_entry_is_rebuilt(tmp_path, capsys):
-    from netlist2tf.frontend import synthesize
+    from netlist2tf.frontend.synth import synthesize
 
     first = synthesize("hdl.examples.counter:Counter", "word", tmp_path)
     first.json_path.write_text('{"modules": {"top": ')          # torn by a full disk
@@ -618,7 +620,7 @@ def test_a_damaged_synth_cache_entry_is_rebuilt(tmp_path, capsys):
 
 
 def test_the_build_folder_does_not_depend_on_the_current_directory(tmp_path, monkeypatch):
-    from netlist2tf.paths import ENV, build_dir
+    from netlist2tf.common.paths import ENV, build_dir
 
     monkeypatch.delenv(ENV, raising=False)
     here = build_dir()
@@ -634,17 +636,17 @@ def test_the_cpu_cache_key_covers_every_module_the_compiler_imports():
     from cpu.model_engine import compiler_modules
 
     names = {p.relative_to(ROOT).as_posix() for p in compiler_modules()}
-    for needed in ("netlist2tf/sim.py", "netlist2tf/assemble.py", "netlist2tf/lower.py", "netlist2tf/emit.py",
-                   "netlist2tf/protocol.py", "netlist2tf/gadgets/deltanet_memory.py", "netlist2tf/macros.py",
-                   "netlist2tf/hf.py"):
+    for needed in ("netlist2tf/sim/simulator.py", "netlist2tf/weights/assemble.py", "netlist2tf/compile/lower.py", "netlist2tf/checkpoint/emit.py",
+                   "netlist2tf/compile/protocol.py", "netlist2tf/gadgets/deltanet_memory.py", "netlist2tf/compile/macros.py",
+                   "netlist2tf/checkpoint/hf.py"):
         assert needed in names
-    assert "netlist2tf/cli.py" not in names and "netlist2tf/verify.py" not in names
+    assert "netlist2tf/cli.py" not in names and "netlist2tf/run/verify.py" not in names
 
 
 _SLOW_WRITE = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)   # even if the test's process ignores SIGINT
-import netlist2tf.outputs as outputs
+import netlist2tf.common.outputs as outputs
 plain = outputs.write_folder
 def slow(folder, write, kind, force=False, **kw):
     def write_slowly(tmp):
@@ -715,7 +717,7 @@ def _actions(parser, prefix=""):
 _WRITER = """
 import sys
 sys.path.insert(0, sys.argv[2])
-from netlist2tf.outputs import write_folder
+from netlist2tf.common.outputs import write_folder
 print("ready", flush=True)
 def write(tmp):
     for i in range(100):

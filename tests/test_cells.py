@@ -14,10 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.sim import RandomStimulus, Simulator, TableStimulus, _arith_generic
-from netlist2tf.validate import SUPPORTED_CELLS
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.sim.simulator import RandomStimulus, Simulator, TableStimulus, _arith_generic
+from netlist2tf.netlist.validate import SUPPORTED_CELLS
 
 DESIGNS = Path(__file__).parent / "designs"
 
@@ -69,8 +69,8 @@ def test_word_level_equals_yosys_gate_mapping(flow, build_dir):
 
 
 def test_every_supported_cell_has_simulator_code():
-    from netlist2tf.ir import Cell
-    from netlist2tf.sim import _Codegen, _NumpyPrims, _ScalarPrims
+    from netlist2tf.netlist.ir import Cell
+    from netlist2tf.sim.simulator import _Codegen, _NumpyPrims, _ScalarPrims
 
     for t in sorted(SUPPORTED_CELLS):
         for prims in (_ScalarPrims(), _NumpyPrims()):

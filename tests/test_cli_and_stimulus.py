@@ -5,9 +5,9 @@ import json
 import numpy as np
 
 from netlist2tf import cli
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.sim import CallbackStimulus, FileStimulus, Simulator
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.sim.simulator import CallbackStimulus, FileStimulus, Simulator
 
 
 def _counter(build_dir):
@@ -90,7 +90,7 @@ def test_cli_sim_of_a_json_netlist(tmp_path, build_dir, capsys):
 
 
 def test_batched_random_inputs_differ_per_instance(build_dir):
-    from netlist2tf.sim import RandomStimulus
+    from netlist2tf.sim.simulator import RandomStimulus
 
     trace = Simulator(_counter(build_dir), batch=4).run(200, RandomStimulus(seed=9))
     v = trace.inputs["load_value"]

@@ -7,14 +7,15 @@ import pytest
 import torch
 
 from netlist2tf import cli
-from netlist2tf.assemble import assemble
-from netlist2tf.emit import emit_checkpoint, load_checkpoint
-from netlist2tf.errors import Netlist2TFError
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.protocol import OUT, REG, Field, TraceError, TraceProtocol
-from netlist2tf.schedule import ScheduleError
-from netlist2tf.verify import verify_model
+from netlist2tf.compile.plan import CompileSettings
+from netlist2tf.driver import compile_netlist
+from netlist2tf.checkpoint.emit import emit_checkpoint, load_checkpoint
+from netlist2tf.common.errors import Netlist2TFError
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.compile.protocol import OUT, REG, Field, TraceError, TraceProtocol
+from netlist2tf.compile.schedule import ScheduleError
+from netlist2tf.run.verify import verify_model
 
 # The fewest layers each design fits in with the compiler's default (macro) flow: depth + 1.
 LAYERS = {"hdl.examples.counter:Counter": 4, "hdl.examples.lfsr:LFSR": 4,
@@ -30,7 +31,7 @@ def checkpoints(tmp_path_factory, build_dir):
     def get(design):
         if design not in made:
             result = synthesize(design, "macro", build_dir)
-            compiled = assemble(parse_netlist(result.json_text), layers=LAYERS[design])
+            compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=LAYERS[design]), prove=False)
             made[design] = emit_checkpoint(compiled, result.json_text,
                                            tmp_path_factory.mktemp("ckpt") / design.split(":")[1])
         return made[design]
@@ -99,7 +100,7 @@ def test_emit_is_byte_identical(tmp_path, build_dir):
     result = synthesize("hdl.examples.counter:Counter", "lut", build_dir)
     folders = []
     for name in ("a", "b"):
-        compiled = assemble(parse_netlist(result.json_text), layers=5)
+        compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=5), prove=False)
         folders.append(emit_checkpoint(compiled, result.json_text, tmp_path / name))
     files = sorted(p.name for p in folders[0].iterdir())
     assert files == ["compile.json", "config.json", "generation_config.json", "model.safetensors",
@@ -117,7 +118,7 @@ def test_too_deep_names_path_and_numbers(build_dir):
     with pytest.raises(ScheduleError, match=r"(?s)the logic is 20 levels deep but 11 layers allow 10 .*"
                                             r"critical path:\n    level 0: in:.*level 20: output mod_mix"
                                             r".*use --layers 21"):
-        assemble(nl, layers=11)
+        compile_netlist(nl, CompileSettings(layers=11), prove=False)
 
 
 def test_two_write_ports_outside_the_compile_flows_are_refused_clearly(build_dir):
@@ -128,7 +129,7 @@ def test_two_write_ports_outside_the_compile_flows_are_refused_clearly(build_dir
     nl = parse_netlist(synthesize(design, "word", build_dir).json_text)
     with pytest.raises(Netlist2TFError, match=r"memory mem \(2 write ports\) at .*unusual.py:\d+: .*the "
                                               r"compile flows \(lut, macro, macro6\) rewrite .*--flow macro"):
-        assemble(nl)
+        compile_netlist(nl, CompileSettings(), prove=False)
 
 
 def test_malformed_trace_is_rejected(build_dir):
@@ -188,10 +189,10 @@ def test_compile_onto_qwen_shapes(tmp_path, build_dir):
     """d_k = 128 heads grouped 2:1, used exactly; the layer types the compiler's (DeltaNet in every
     layer but the last, whatever the base's [linear x3, full] pattern: a merge lists every layer's
     type); exact runs."""
-    from netlist2tf.target import Target
+    from netlist2tf.compile.target import Target
     target = Target.from_config_json(_qwen_like(tmp_path, 512, 256), layers=8)
     result = synthesize("hdl.examples.counter:Counter", "lut", build_dir)
-    compiled = assemble(parse_netlist(result.json_text), target=target)
+    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(target=target), prove=False)
     cfg = compiled.model.config
     assert (cfg.hidden_size, cfg.intermediate_size, cfg.linear_key_head_dim, cfg.linear_num_value_heads) == \
         (512, 256, 128, 8)
@@ -217,14 +218,14 @@ def test_reads_spread_over_deltanet_layers_on_qwen_shapes(tmp_path, build_dir):
     bfloat16 (prefill)."""
     import json
 
-    from netlist2tf.report import memory_lowering
-    from netlist2tf.target import Target
+    from netlist2tf.report.build import memory_lowering
+    from netlist2tf.compile.target import Target
     cfg = json.loads(_qwen_like(tmp_path, 512, 512).read_text())
     cfg.update(linear_num_key_heads=6, linear_num_value_heads=12)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     target = Target.from_config_json(tmp_path / "config.json", layers=8)
     result = synthesize(f"{Path(__file__).parent}/designs/unusual.py:BigRam", "macro", build_dir)
-    compiled = assemble(parse_netlist(result.json_text), target=target)
+    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(target=target), prove=False)
     assert compiled.stats["deltanet_key_heads"] == [6, 6, 6, 6, 1, 0, 0, 0]
     sched = compiled.plan.schedule
     assert sched.read_layers(("ram", 1)) == (1, 2, 3, 4) and sched.read_layers(("ram", 0)) == (2, 3)
@@ -256,7 +257,7 @@ def test_too_wide_for_a_qwen_target(tmp_path, build_dir, capsys):
 
 
 def _teacher(folder, cycles, batch, dtype=torch.float32):
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run.verify import verify_teacher_forced
     model, protocol, netlist, inits, meta = load_checkpoint(folder, dtype)
     div, checked = verify_teacher_forced(model, protocol, netlist, inits, cycles, batch, 0,
                                          meta["initial_memory"], window=512)
@@ -277,7 +278,7 @@ def test_teacher_forced_thousand_cycles(design, checkpoints):
 def test_teacher_forced_agrees_with_generation_on_a_broken_model(checkpoints):
     """A single corrupted weight (negated: a bit written with the wrong sign): the teacher-forced check
     and greedy generation name the same first divergence (cycle, row, output)."""
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run.verify import verify_teacher_forced
     model, protocol, netlist, inits, meta = load_checkpoint(checkpoints("hdl.examples.fifo:FIFO"), torch.float32)
     with torch.no_grad():
         w = model.model.layers[-1].mlp.down_proj.weight
@@ -310,7 +311,7 @@ def test_teacher_forced_resumes(checkpoints, tmp_path):
     """A teacher-forced check killed after two windows continues from its saved progress (the cache
     tensors the forward returned) and reaches the uninterrupted run's result; the saved cache really is
     used (a corrupted one diverges); progress of another window size or another model is ignored."""
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run.verify import verify_teacher_forced
     model, protocol, netlist, inits, meta = load_checkpoint(checkpoints("hdl.examples.fifo:FIFO"), torch.float32)
     args = (protocol, netlist, inits, 200, 2, 0, meta["initial_memory"])
     full = verify_teacher_forced(model, *args, window=64)
@@ -321,7 +322,7 @@ def test_teacher_forced_resumes(checkpoints, tmp_path):
                               log=logs.append)
     import io
 
-    from netlist2tf.outputs import PROGRESS_MAGIC, OutputError
+    from netlist2tf.common.outputs import PROGRESS_MAGIC, OutputError
     data = saved.read_bytes()
     assert data.startswith(PROGRESS_MAGIC)
     state = torch.load(io.BytesIO(data[len(PROGRESS_MAGIC):]), weights_only=True)
@@ -366,7 +367,7 @@ def test_teacher_forced_batch_1(dtype, checkpoints):
 @pytest.fixture(scope="module")
 def alu_folder(tmp_path_factory, build_dir):
     result = synthesize("hdl.examples.alu:ALU", "macro", build_dir)
-    compiled = assemble(parse_netlist(result.json_text), layers=11)
+    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=11), prove=False)
     return emit_checkpoint(compiled, result.json_text, tmp_path_factory.mktemp("alu"))
 
 
@@ -379,8 +380,8 @@ def test_alu_in_11_layers_teacher_forced(dtype, alu_folder):
     cycles x 4 rows (the model has 331 M dense parameters: stock float32 checks ~25 tokens/s here, and
     stock bfloat16 ~15 on a machine without bfloat16 matrix instructions, where all 1,000 x 4 cycles
     would take hours)."""
-    from netlist2tf.fast import load_fast_checkpoint
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run.fast import load_fast_checkpoint
+    from netlist2tf.run.verify import verify_teacher_forced
     fast, protocol, netlist, inits, meta = load_fast_checkpoint(alu_folder, dtype)
     assert _teacher(alu_folder, 20, 4, dtype) == 20 * 4 * len(protocol.generated)
     div, checked = verify_teacher_forced(fast, protocol, netlist, inits, 1000, 4, 0, meta["initial_memory"])
@@ -396,12 +397,12 @@ def test_two_memories_written_in_one_cycle(tmp_path, build_dir):
     token) and teacher-forced with a different initial image per batch row (prompts padded)."""
     from pathlib import Path
 
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run.verify import verify_teacher_forced
 
     design = f"{Path(__file__).parent}/designs/unusual.py:TwoMemories"
     result = synthesize(design, "macro", build_dir)
     nl = parse_netlist(result.json_text)
-    compiled = assemble(nl, layers=6)
+    compiled = compile_netlist(nl, CompileSettings(layers=6), prove=False)
     st = compiled.stats
     assert [p.memory for p in compiled.protocol.ports] == ["wide", "big"]     # the largest last
     assert len(compiled.protocol.port("big").ma) == 2 and len(compiled.protocol.port("wide").md) == 5
@@ -421,7 +422,7 @@ def test_keep_outputs(tmp_path, capsys, build_dir):
     checkpoint verifies against the pruned netlist (what load_checkpoint returns)."""
     import numpy as np
 
-    from netlist2tf.sim import RandomStimulus, Simulator
+    from netlist2tf.sim.simulator import RandomStimulus, Simulator
 
     design, kept = "hdl.examples.fifo:FIFO", ["r_data"]
     out = tmp_path / "fifo"
@@ -455,15 +456,15 @@ def test_collapsed_logic_fits_fewer_layers(design, layers, tmp_path, build_dir):
     register, every cycle."""
     result = synthesize(design, "macro", build_dir)
     nl = parse_netlist(result.json_text)
-    from netlist2tf.graph import find_drivers, netlist_graph
-    from netlist2tf.schedule import _levelise
-    from netlist2tf.target import Target
+    from netlist2tf.netlist.graph import find_drivers, netlist_graph
+    from netlist2tf.compile.schedule import _levelise
+    from netlist2tf.compile.target import Target
 
     # as mapped, the logic is too deep for these layers
     mapped, _ = _levelise(nl, Target.standalone(layers=layers), 8, netlist_graph(nl), find_drivers(nl),
                           collapse=None)
     assert mapped.depth > layers - 1
-    compiled = assemble(nl, layers=layers)
+    compiled = compile_netlist(nl, CompileSettings(layers=layers), prove=False)
     assert compiled.stats["layers"] == layers < LAYERS[design]
     folder = emit_checkpoint(compiled, result.json_text, tmp_path / "ckpt")
     _verify(folder, cycles=60, batch=2)
@@ -476,7 +477,7 @@ def test_gated_registers(dtype, prefill, batch, tmp_path, build_dir, capsys):
     which it is busy (12 generated tokens then, 6 otherwise); generated frames vary per batch row
     and the model still equals the netlist simulator on every output, every emitted register and
     which frames emit them; teacher forcing agrees."""
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run.verify import verify_teacher_forced
 
     design = "tests/designs/unusual.py:SerialMultiplier"
     out = tmp_path / "sm"
@@ -506,7 +507,7 @@ def test_every_kind_of_gated_group(dtype, prefill, batch, tmp_path, build_dir, c
     memory's write group only on a store): the frame's length and make-up change every cycle and
     differ between batch rows, and the model still equals the netlist simulator on every output it
     emits, every register, every write and which groups each frame holds; teacher forcing agrees."""
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run.verify import verify_teacher_forced
 
     out = tmp_path / "gm"
     assert cli.main(["compile", "tests/designs/unusual.py:GatedMachine", "--layers", "8", *GATED_MACHINE,
@@ -560,9 +561,9 @@ def test_gated_group_that_matters_is_refused(tmp_path, capsys, build_dir):
 def test_gated_registers_errors(build_dir):
     nl = parse_netlist(synthesize("tests/designs/unusual.py:SerialMultiplier", "macro", build_dir).json_text)
     with pytest.raises(Netlist2TFError, match="'start' is not a register"):
-        assemble(nl, layers=8, gated=("busy", ["acc", "start"]))
+        compile_netlist(nl, CompileSettings(layers=8, gated=("busy", ["acc", "start"])), prove=False)
     with pytest.raises(Netlist2TFError, match="the gate 'acc' must be a 1-bit register"):
-        assemble(nl, layers=8, gated=("acc", ["mcand"]))
+        compile_netlist(nl, CompileSettings(layers=8, gated=("acc", ["mcand"])), prove=False)
 
 
 def test_design_without_inputs_runs_by_stock_generate(tmp_path, build_dir):
@@ -572,11 +573,11 @@ def test_design_without_inputs_runs_by_stock_generate(tmp_path, build_dir):
     simulator), and stock ``model.generate()`` alone produces the simulator's exact token trace."""
     from pathlib import Path
 
-    from netlist2tf.verify import expected_tokens, verify_teacher_forced
+    from netlist2tf.run.verify import expected_tokens, verify_teacher_forced
 
     design = f"{Path(__file__).parent}/designs/free_running.v"
     result = synthesize(design, "macro", build_dir)
-    compiled = assemble(parse_netlist(result.json_text), layers=4)
+    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=4), prove=False)
     assert compiled.protocol.inputs == () and compiled.protocol.ports
     folder = emit_checkpoint(compiled, result.json_text, tmp_path / "ckpt")
     _verify(folder, cycles=40, batch=2)
@@ -604,7 +605,7 @@ def test_folded_writes(gated, dtype, prefill, tmp_path, build_dir):
     written as 0 (the port's first chunk clears its field), and the model equals the netlist
     simulator on every read-back word, generated (batch 4) and teacher-forced, with the write
     group gated or not. (Without the clear the model reads stale upper bytes: checked by hand.)"""
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run.verify import verify_teacher_forced
 
     out = tmp_path / "fm"
     args = ["--folded-writes", "mem"] + (["--gated-writes", "mem"] if gated else [])
@@ -630,7 +631,7 @@ def _check_k_emit_group(model, protocol, netlist, inits):
     """The one group gated by k_emit: the model equals the netlist simulator, prefilled and token by
     token (80 cycles, 2 rows), with frames both with and without the group (its presence is
     k_emit), and teacher-forced."""
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.run.verify import verify_teacher_forced
 
     for prefill in (True, False):
         div, run = verify_model(model, protocol, netlist, inits, 80, 2, 7, prefill)

@@ -9,14 +9,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from netlist2tf import rom
-from netlist2tf.assemble import assemble
-from netlist2tf.emit import emit_checkpoint, load_checkpoint
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.reference import run_amaranth
-from netlist2tf.sim import RandomStimulus, Simulator
-from netlist2tf.verify import verify_teacher_forced
+from netlist2tf.compile import rom
+from netlist2tf.compile.plan import CompileSettings
+from netlist2tf.driver import compile_netlist
+from netlist2tf.checkpoint.emit import emit_checkpoint, load_checkpoint
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.frontend.reference import run_amaranth
+from netlist2tf.sim.simulator import RandomStimulus, Simulator
+from netlist2tf.run.verify import verify_teacher_forced
 
 DESIGNS = Path(__file__).parent / "designs"
 ROMS = ["Rom16x8", "Rom1024x16", "CaseRom"]
@@ -71,7 +72,7 @@ def test_decoders_equal_the_table(flat_max, build_dir, monkeypatch):
 
 def _compile(design, build_dir, layers, tmp_path, roms="auto"):
     nl = _netlist(design, build_dir)
-    compiled = assemble(nl, layers=layers, roms=roms)
+    compiled = compile_netlist(nl, CompileSettings(layers=layers, roms=roms), prove=False)
     return emit_checkpoint(compiled, synthesize(f"{DESIGNS}/constructs.py:{design}", "macro", build_dir).json_text,
                            tmp_path / design), compiled
 
@@ -137,8 +138,8 @@ def test_roms_auto_keeps_the_plan_with_fewer_parameters(build_dir):
     longer vocabulary of a write port's tokens; the figures it records are those of the two plans
     made on their own. A design without a clock cannot be preloaded: auto falls back to FFN, and
     ``deltanet`` asked for is one error naming the ROM and the fix."""
-    from netlist2tf.errors import UnsupportedDesignError
-    from netlist2tf.plan import CompileSettings, plan_model
+    from netlist2tf.common.errors import UnsupportedDesignError
+    from netlist2tf.compile.plan import CompileSettings, plan_model
     nl = _netlist("Rom1024x16", build_dir)
     ways = {w: plan_model(nl, CompileSettings(layers=4, roms=w)) for w in ("auto", "ffn", "deltanet")}
     assert ways["ffn"].settings.preloaded_roms == () and ways["deltanet"].settings.preloaded_roms == ("rom",)
@@ -161,8 +162,8 @@ def test_alu_fits_11_layers(build_dir):
     plans into 11 layers: its dividers are one-layer macros (divider.py), not Yosys's subtract-and-
     compare chains (19 layers before them). Compiled and run on the model: the slow
     tests/test_compile_e2e.py::test_alu_in_11_layers_teacher_forced."""
-    from netlist2tf.macros import DIV_CELLS
-    from netlist2tf.plan import CompileSettings, plan_model
+    from netlist2tf.compile.macros import DIV_CELLS
+    from netlist2tf.compile.plan import CompileSettings, plan_model
     nl = parse_netlist(synthesize("hdl.examples.alu:ALU", "macro", build_dir).json_text)
     dividers = [c for c in nl.cells if c.type in DIV_CELLS]
     assert len(dividers) >= 4

@@ -7,9 +7,9 @@ import textwrap
 import pytest
 
 from hdl.examples import EXAMPLES
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.sim import Simulator
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.sim.simulator import Simulator
 
 
 @pytest.mark.parametrize("flow", ["word", "gate"])

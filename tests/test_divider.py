@@ -6,8 +6,8 @@ bit 0/1, every positive pre-activation <= 256 and every weight a bfloat16 value.
 
 import pytest
 
-from netlist2tf.divider import bf16_weight, expand_div, expand_wide_div
-from netlist2tf.ir import Cell
+from netlist2tf.compile.divider import bf16_weight, expand_div, expand_wide_div
+from netlist2tf.netlist.ir import Cell
 
 
 def _python(kind, a, b):
@@ -96,8 +96,8 @@ def test_long_division_random_operands(kind, signed, w):
 def _wide_netlist(kind, w, signed, tmp_path):
     """A one-operator design: Verilog's / and % ($div, $mod), Amaranth's // and % ($divfloor,
     $modfloor), synthesized by the compiler's CPU flow (macro6)."""
-    from netlist2tf.frontend import synthesize
-    from netlist2tf.ir import parse_netlist
+    from netlist2tf.frontend.synth import synthesize
+    from netlist2tf.netlist.ir import parse_netlist
     if kind in ("$divfloor", "$modfloor"):
         shape = f"{'signed' if signed else 'unsigned'}({w})"
         src = tmp_path / "d.py"
@@ -143,10 +143,10 @@ def test_wide_dividers_against_python(kind, signed, w, tmp_path):
     scheduled bit functions evaluated against Python's integers; a zero divisor gives 0, as the
     simulator of the same netlist says."""
     import random
-    from netlist2tf.schedule import schedule
-    from netlist2tf.sim import Simulator
-    from netlist2tf.target import Target
-    from netlist2tf.plan import standalone_layer_types
+    from netlist2tf.compile.schedule import schedule
+    from netlist2tf.sim.simulator import Simulator
+    from netlist2tf.compile.target import Target
+    from netlist2tf.compile.plan import standalone_layer_types
     nl = _wide_netlist(kind, w, signed, tmp_path)
     sched = schedule(nl, Target(1 << 30, 1 << 30, standalone_layer_types(1024), 1, 1, 64, 64, 1, 1, 16, name="probe"))
     (y,) = nl.outputs
@@ -171,7 +171,7 @@ def test_wide_dividers_against_python(kind, signed, w, tmp_path):
 def test_long_division_by_constants(kind):
     """A constant divisor (negative too: its magnitude folds at build time) and a constant
     dividend, 12 bits signed, against Python on every value of the other operand."""
-    from netlist2tf.ir import CONST0, CONST1
+    from netlist2tf.netlist.ir import CONST0, CONST1
 
     for const in (-7, 5, -2048, 1):
         for which in ("B", "A"):

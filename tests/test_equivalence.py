@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from hdl.examples import EXAMPLES
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.reference import run_amaranth
-from netlist2tf.sim import RandomStimulus, Simulator, TableStimulus
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.frontend.reference import run_amaranth
+from netlist2tf.sim.simulator import RandomStimulus, Simulator, TableStimulus
 
 CYCLES = 2_000           # random cycles per lane (Amaranth's simulator takes most of the time)
 LANES = 3

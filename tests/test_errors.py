@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from netlist2tf import cli
-from netlist2tf.errors import (DesignElaborationError, DesignNotFoundError, NetlistFormatError,
+from netlist2tf.common.errors import (DesignElaborationError, DesignNotFoundError, NetlistFormatError,
                                UnsupportedDesignError, YosysError)
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import load_netlist, parse_netlist
-from netlist2tf.sim import Simulator
-from netlist2tf.validate import check_netlist
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import load_netlist, parse_netlist
+from netlist2tf.sim.simulator import Simulator
+from netlist2tf.netlist.validate import check_netlist
 
 DESIGNS = Path(__file__).parent / "designs"
 BAD = f"{DESIGNS}/bad_designs.py"
@@ -150,8 +150,8 @@ def test_cli_prints_one_line_error_and_exit_status_2(capsys, build_dir):
 
 
 def test_stimulus_errors(tmp_path, build_dir):
-    from netlist2tf.errors import StimulusError
-    from netlist2tf.sim import FileStimulus
+    from netlist2tf.common.errors import StimulusError
+    from netlist2tf.sim.simulator import FileStimulus
 
     nl = parse_netlist(synthesize("hdl.examples.counter:Counter", build_dir=build_dir).json_text)
     sim = Simulator(nl)

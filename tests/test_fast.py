@@ -1,4 +1,4 @@
-"""The fast executor (netlist2tf.fast) against stock transformers, the oracle: on every example design
+"""The fast executor (netlist2tf.run.fast) against stock transformers, the oracle: on every example design
 and on the compiled CPU, in float32 and bfloat16, the hidden state after every layer and the logits at
 every position are equal (torch.equal: the same values; a zero's sign may differ) to what
 ``AutoModelForCausalLM`` computes on the same tokens; a weight perturbed so that the stock forward
@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from netlist2tf.assemble import assemble
-from netlist2tf.emit import emit_checkpoint, load_checkpoint
-from netlist2tf.fast import FastModel, FastUnsupported, compare_with_stock
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.verify import expected_tokens
+from netlist2tf.compile.plan import CompileSettings
+from netlist2tf.driver import compile_netlist
+from netlist2tf.checkpoint.emit import emit_checkpoint, load_checkpoint
+from netlist2tf.run.fast import FastModel, FastUnsupported, compare_with_stock
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.run.verify import expected_tokens
 
 from cpu.model_engine import MODEL_RAM_SIZE as RAM
 from cpu.programs import PROGRAMS
@@ -36,7 +37,7 @@ def compiled(tmp_path_factory, build_dir):
         if design not in made:
             result = synthesize(design, "macro", build_dir)
             folder = tmp_path_factory.mktemp("fast") / design.split(":")[1]
-            made[design] = emit_checkpoint(assemble(parse_netlist(result.json_text), layers=layers),
+            made[design] = emit_checkpoint(compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=layers), prove=False),
                                            result.json_text, folder)
         return made[design]
     return get
@@ -109,7 +110,7 @@ def test_checkpoints_outside_its_assumptions_are_refused(compiled, tmp_path):
     from safetensors.torch import load_file, save_file
     from transformers import AutoModelForCausalLM
 
-    from netlist2tf.fast import FastInexact
+    from netlist2tf.run.fast import FastInexact
 
     folder = compiled("hdl.examples.counter:Counter", 4)
     loud = tmp_path / "loud"
@@ -156,7 +157,7 @@ def cpu_trace():
 
     from cpu.cli import load_program
     from cpu.model_engine import _draft_run, load_model
-    from netlist2tf.sim import TableStimulus
+    from netlist2tf.sim.simulator import TableStimulus
 
     image = load_program(Path(__file__).resolve().parent.parent / "cpu" / "programs" / "hi.c", ram_size=RAM)
     model, protocol, netlist, inits, meta, folder = load_model()
@@ -190,7 +191,7 @@ def test_every_layer_equals_stock_deep_into_a_program(dtype):
 
     from cpu.model_engine import load_model
     from cpu.programs import table_images
-    from netlist2tf.sim import TableStimulus
+    from netlist2tf.sim.simulator import TableStimulus
 
     image = dict((p.name, img) for p, img in table_images(RAM))["crc32"]
     model, protocol, netlist, inits, meta, folder = load_model()
@@ -218,7 +219,7 @@ def test_the_c_kernel_stops_where_it_is_not_provably_exact(compiled, tmp_path):
     of guessing; the torch path still runs it."""
     from safetensors.torch import load_file, save_file
 
-    from netlist2tf.fast import FastInexact
+    from netlist2tf.run.fast import FastInexact
 
     folder = compiled("hdl.examples.counter:Counter", 4)
     ids = _trace(folder, 3, 1)[0]
@@ -315,13 +316,13 @@ def test_program_table_generated_by_the_fast_executor(name):
 
 @pytest.mark.parametrize("design,layers", [DESIGNS[0], DESIGNS[3]], ids=["Counter", "FIFO"])
 def test_generation_by_frames_equals_stock_generation(design, layers, compiled):
-    """netlist2tf.host.run_model with the fast executor (whole frames generated in the C kernel) and
+    """netlist2tf.run.host.run_model with the fast executor (whole frames generated in the C kernel) and
     with stock transformers (one forward call per token), 30 cycles x 2 rows of random inputs: the
     same outputs, registers, writes and token sequences."""
     import random
 
-    from netlist2tf.fast import load_fast_checkpoint
-    from netlist2tf.host import run_model
+    from netlist2tf.run.fast import load_fast_checkpoint
+    from netlist2tf.run.host import run_model
 
     folder = compiled(design, layers)
     stock, protocol, netlist, inits, meta = load_checkpoint(folder)
@@ -338,7 +339,7 @@ def test_generation_by_frames_equals_stock_generation(design, layers, compiled):
 def _first_cycles(names, steps=2000):
     """The first ``steps`` instructions of table programs, teacher-forced by the fast executor in one
     batch: its greedy token at every generated position equals the netlist simulator's trace (which
-    tests/cpu/test_model_engine.py and docs/CPU-MODEL.md prove the stock model generates), and the
+    tests/cpu/test_model_engine.py and docs/design/cpu-model.md prove the stock model generates), and the
     decoded records equal unicorn's for those instructions."""
     from cpu.model_engine import check_model_batch
     from cpu.programs import table_images

@@ -1,4 +1,4 @@
-"""netlist2tf.formal: the z3 proof that a gated register group does not matter while its gate is 0.
+"""netlist2tf.netlist.formal: the z3 proof that a gated register group does not matter while its gate is 0.
 
 Oracles: the netlist simulator (the prover's reading of each cell, on random concrete states, must
 equal what sim.py computes), and hand-made cases (a group that is a don't-care is proved; adding a
@@ -6,10 +6,10 @@ register that an output reads while idle gives a counterexample naming that outp
 
 import pytest
 
-from netlist2tf.errors import Netlist2TFError
-from netlist2tf.formal import prove_gated
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
+from netlist2tf.common.errors import Netlist2TFError
+from netlist2tf.netlist.formal import prove_gated
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
 
 SERIAL = "tests/designs/unusual.py:SerialMultiplier"
 GROUP = ["acc", "mcand", "mult", "count"]

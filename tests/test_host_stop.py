@@ -1,4 +1,4 @@
-"""netlist2tf.host.run_model's ``stop`` (what a time-limited tool call of the compiled CPU uses,
+"""netlist2tf.run.host.run_model's ``stop`` (what a time-limited tool call of the compiled CPU uses,
 cpu.model_engine.run_model_batch): the prompt fed in pieces, stop() asked between them, gives the
 simulator's trace (the oracle) and the same tokens as one piece; stop() returning True ends the run
 before its first cycle."""
@@ -6,18 +6,19 @@ before its first cycle."""
 import pytest
 import torch
 
-from netlist2tf import host, verify
-from netlist2tf.assemble import assemble
-from netlist2tf.emit import emit_checkpoint, load_checkpoint
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
+from netlist2tf.run import host; from netlist2tf.run import verify
+from netlist2tf.compile.plan import CompileSettings
+from netlist2tf.driver import compile_netlist
+from netlist2tf.checkpoint.emit import emit_checkpoint, load_checkpoint
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
 
 
 @pytest.fixture(scope="module")
 def regfile(tmp_path_factory, build_dir):
     """The register file: its initial contents are prompt tokens, so the prompt has several pieces."""
     result = synthesize("hdl.examples.regfile:RegisterFile", "macro", build_dir)
-    compiled = assemble(parse_netlist(result.json_text), layers=3)
+    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=3), prove=False)
     folder = emit_checkpoint(compiled, result.json_text, tmp_path_factory.mktemp("ckpt") / "RegisterFile")
     return load_checkpoint(folder, torch.float32)
 

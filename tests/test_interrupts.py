@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 _CHILD = """
 import os, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)   # even if the test's process ignores SIGINT
-import netlist2tf.outputs as outputs
+import netlist2tf.common.outputs as outputs
 marker = os.environ["NETLIST2TF_TEST_MARKER"]
 
 def stop_here():

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import networkx as nx
 
-from netlist2tf import nodes as N
-from netlist2tf.frontend import synthesize
-from netlist2tf.graph import combinational_order, netlist_graph
-from netlist2tf.ir import CONST0, CONST1, parse_netlist
+from netlist2tf.netlist import nodes as N
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.graph import combinational_order, netlist_graph
+from netlist2tf.netlist.ir import CONST0, CONST1, parse_netlist
 
 ROOT = str(Path(__file__).resolve().parents[1])
 

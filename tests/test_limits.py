@@ -28,9 +28,9 @@ def _sim(tmp_path, build_dir, name, *extra):
 def test_a_simulation_in_pieces_writes_the_same_bytes(tmp_path, build_dir, monkeypatch, capsys):
     """The CLI runs long simulations in pieces of SIM_PIECE_BYTES; pieces of a few cycles give the
     same waveform and outputs as one piece, and as the library's one-trace writer."""
-    from netlist2tf.frontend import synthesize
-    from netlist2tf.ir import parse_netlist
-    from netlist2tf.sim import RandomStimulus, Simulator
+    from netlist2tf.frontend.synth import synthesize
+    from netlist2tf.netlist.ir import parse_netlist
+    from netlist2tf.sim.simulator import RandomStimulus, Simulator
 
     whole = _sim(tmp_path, build_dir, "whole")
     monkeypatch.setattr(cli, "SIM_PIECE_BYTES", 4096)          # a handful of cycles a piece
@@ -132,7 +132,7 @@ def test_a_folder_the_disk_cannot_hold_is_refused_before_it_is_written(tmp_path)
     folder stays, nothing is left beside it); a size that fits is written."""
     import shutil
 
-    from netlist2tf.outputs import OutputError, write_folder
+    from netlist2tf.common.outputs import OutputError, write_folder
 
     def write(tmp):
         (tmp / "compile.json").write_text('{"format": 1, "chunk_bits": 8}')

@@ -14,14 +14,14 @@ import pytest
 import torch
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5DecoderLayer
 
-from netlist2tf.frontend import synthesize
+from netlist2tf.frontend.synth import synthesize
 from netlist2tf.gadgets.ffn_threshold import configure_mlp
 from netlist2tf.gadgets.layout import NORM_WEIGHT, ResidualLayout
-from netlist2tf.ir import CONST1, CONSTX, CONST0, parse_netlist
-from netlist2tf.lower import allocate_pairs, lower_logic
-from netlist2tf.schedule import schedule
-from netlist2tf.sim import Simulator
-from netlist2tf.target import LINEAR, Target
+from netlist2tf.netlist.ir import CONST1, CONSTX, CONST0, parse_netlist
+from netlist2tf.compile.lower import allocate_pairs, lower_logic
+from netlist2tf.compile.schedule import schedule
+from netlist2tf.sim.simulator import Simulator
+from netlist2tf.compile.target import LINEAR, Target
 
 SAMPLES = 150
 
@@ -108,7 +108,7 @@ def test_pair_reuse_never_overlaps_live_nets(design, build_dir):
     """Checked apart from the allocator: two nets share a pair only when the first one's last reader
     (an FFN) runs no later than the second one's writer, and the first one's pair is then reset in
     that reader's layer; the emitted nets are never given away."""
-    from netlist2tf.lower import allocate_pairs_reusing, live_pairs_per_layer
+    from netlist2tf.compile.lower import allocate_pairs_reusing, live_pairs_per_layer
     nl = parse_netlist(synthesize(design, "macro", build_dir).json_text)
     # the ALU's dividers put ~6,000 neurons in layer 0 (their thermometer steps)
     sched = schedule(nl, Target.standalone(layers=40, intermediate_size=8192))

@@ -1,4 +1,4 @@
-"""The $alu macro (netlist2tf/macros.py) against the netlist simulator's $alu, without any model:
+"""The $alu macro (netlist2tf/compile/macros.py) against the netlist simulator's $alu, without any model:
 the threshold circuit is evaluated on integers, every output bit must be 0/1 and equal the simulator's
 for every input tried (exhaustive for narrow cells; random plus carry-chain patterns for wide ones).
 The model-level checks are in tests/test_lower.py and tests/test_compile_e2e.py."""
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from netlist2tf.frontend import synthesize
+from netlist2tf.frontend.synth import synthesize
 from netlist2tf.gadgets.ffn_threshold import BF16_LIMIT
-from netlist2tf.ir import CONST0, CONST1, Cell, Net, Netlist, Port, parse_netlist
-from netlist2tf.macros import expand_alu
-from netlist2tf.schedule import schedule, verify
-from netlist2tf.sim import Simulator
-from netlist2tf.target import Target
+from netlist2tf.netlist.ir import CONST0, CONST1, Cell, Net, Netlist, Port, parse_netlist
+from netlist2tf.compile.macros import expand_alu
+from netlist2tf.compile.schedule import schedule, verify
+from netlist2tf.sim.simulator import Simulator
+from netlist2tf.compile.target import Target
 
 DESIGNS = Path(__file__).parent / "designs"
 
@@ -159,7 +159,7 @@ def test_shift_macro_matches_simulator(kind, aw, bw, yw, a_signed, b_signed):
     """Every amount, with random and edge operands: the two-layer shift circuit equals the cell (a
     selection per amount, one neuron each, or a range test of two for a run of amounts selecting one
     bit: an arithmetic shift's fill)."""
-    from netlist2tf.macros import expand_shift
+    from netlist2tf.compile.macros import expand_shift
     nl, cell, a, b, y = _shift_cell(kind, aw, bw, yw, a_signed, b_signed)
     fns, names, _ = expand_shift(cell, len(nl.nets), set(y))
     assert max(s.neuron_count() for f in fns for s in f.steps) <= 2
@@ -175,7 +175,7 @@ def test_arithmetic_shift_fill_is_a_range():
     """A 33-bit arithmetic right shift by 5 bits (the core's srl/sra): its fill is one range test per
     output bit, not one neuron per amount: 1,024 neurons as pure selections (hand count: 32 bits x 32
     amounts, none constant), fewer than 640 now."""
-    from netlist2tf.macros import expand_shift
+    from netlist2tf.compile.macros import expand_shift
     nl, cell, a, b, y = _shift_cell("$sshr", 33, 5, 32, 1, 0)
     fns, names, _ = expand_shift(cell, len(nl.nets), set(y))
     assert sum(f.cost for f in fns) < 640
@@ -191,7 +191,7 @@ def test_shift_depth(build_dir):
     nl = parse_netlist(synthesize(f"{DESIGNS}/arith.py:Arith", "macro", build_dir).json_text)
     kinds = {c.type for c in nl.cells}
     assert {"$shl", "$shr", "$sshr", "$shift"} <= kinds
-    from netlist2tf.macros import expand
+    from netlist2tf.compile.macros import expand
 
     used = {n for c in nl.cells for _, sig in c.inputs for n in sig} | {n for p in nl.outputs for n in p.bits}
     for cell in nl.cells:
@@ -234,7 +234,7 @@ def _reduce_cell(kind, aw, bw, yw, a_signed=0, b_signed=0, b_const=None):
 def test_reduce_macro_matches_simulator(kind, aw, bw, yw, a_signed, b_signed, b_const):
     """Reductions and (in)equalities: exhaustive over the signal inputs, against the simulator's
     cell; one layer where B is constant, two (XOR, then one threshold) where both are signals."""
-    from netlist2tf.macros import expand_reduce
+    from netlist2tf.compile.macros import expand_reduce
     nl, cell, a, b, y = _reduce_cell(kind, aw, bw, yw, a_signed, b_signed, b_const)
     fns, names, _ = expand_reduce(cell, len(nl.nets), set(y))
     sim = Simulator(nl)
@@ -253,7 +253,7 @@ def test_reduce_macro_matches_simulator(kind, aw, bw, yw, a_signed, b_signed, b_
 def test_wide_compare_is_one_layer(build_dir):
     """The CPU's `mem_addr == CONSOLE_ADDR`-style compares: a 32-bit equality with a constant is one
     threshold (4-LUTs: 3 levels)."""
-    from netlist2tf.macros import expand_reduce
+    from netlist2tf.compile.macros import expand_reduce
     nl, cell, a, b, y = _reduce_cell("$eq", 32, 32, 1, b_const=0x1000_0000)
     fns, _, _ = expand_reduce(cell, len(nl.nets), set(y))
     assert len(fns) == 1 and fns[0].cost == 1

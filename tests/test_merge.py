@@ -16,15 +16,18 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from netlist2tf import cli
-from netlist2tf.assemble import assemble
-from netlist2tf.emit import emit_checkpoint
-from netlist2tf.errors import Netlist2TFError
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.merge import FLAG_SHUT, WRITES, load_merged, make_base, merge_checkpoints
-from netlist2tf.signed import bits_layout_of
-from netlist2tf.target import Target
-from netlist2tf.verify import expected_tokens, verify_model, verify_teacher_forced
+from netlist2tf.compile.plan import CompileSettings
+from netlist2tf.driver import compile_netlist
+from netlist2tf.checkpoint.emit import emit_checkpoint
+from netlist2tf.common.errors import Netlist2TFError
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.merge import load_merged, make_base, merge_checkpoints
+from netlist2tf.run import open_checkpoint
+from netlist2tf.merge.merge import FLAG_SHUT, WRITES
+from netlist2tf.weights.signed import bits_layout_of
+from netlist2tf.compile.target import Target
+from netlist2tf.run.verify import expected_tokens, verify_model, verify_teacher_forced
 
 # Qwen3.5's published shapes in miniature: DeltaNet key/value heads of 128, two value heads per key
 # head, attention heads of 64 grouped 2:1, the [linear x3, full] pattern.
@@ -44,8 +47,7 @@ def merged(tmp_path_factory, build_dir):
     base = make_base(root / "base", QWEN_LIKE, hidden_size=384, layers=4, intermediate_size=192,
                      vocab_size=BASE_VOCAB, seed=3)
     result = synthesize("hdl.examples.fifo:FIFO", "macro", build_dir)
-    compiled = assemble(parse_netlist(result.json_text), layers=8,
-                        target=Target.from_config_json(base, layers=8))
+    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=8, target=Target.from_config_json(base, layers=8)), prove=False)
     folder = emit_checkpoint(compiled, result.json_text, root / "fifo")
     info = merge_checkpoints(folder, base, root / "merged")
     return base, folder, root / "merged", info
@@ -59,8 +61,7 @@ def pair_twin(merged, build_dir, tmp_path_factory):
     base = merged[0]
     root = tmp_path_factory.mktemp("twin")
     result = synthesize("hdl.examples.fifo:FIFO", "macro", build_dir)
-    compiled = assemble(parse_netlist(result.json_text), layers=8,
-                        target=Target.from_config_json(base, layers=8), bits="pairs")
+    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=8, target=Target.from_config_json(base, layers=8), bits="pairs"), prove=False)
     folder = emit_checkpoint(compiled, result.json_text, root / "fifo")
     return base, folder, root / "merged", merge_checkpoints(folder, base, root / "merged")
 
@@ -293,7 +294,7 @@ def test_the_final_norm_leaves_powers_of_two():
     run through transformers' own Qwen3_5RMSNorm; float32 needs o > 1 for some widths."""
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm
 
-    from netlist2tf.merge import _unit_norm_weight
+    from netlist2tf.merge.merge import _unit_norm_weight
 
     seen = set()
     for D in list(range(380, 420)) + [1755, 2103, 2586, 2615, 4122, 4151]:
@@ -319,7 +320,7 @@ def test_the_final_norm_leaves_powers_of_two():
 def test_a_final_norm_that_needs_one_above_1(merged, tmp_path, monkeypatch):
     """Where no float32 weight maps +-1 to a power of two, ``one`` ends the compiled layers at 2 (or 4,
     ...): forced here, the merged FIFO still traces exactly, generated and teacher-forced."""
-    import netlist2tf.merge as merge
+    import netlist2tf.merge.merge as merge
 
     base, compiled, _, _ = merged
     monkeypatch.setattr(merge, "NORM_ONE_VALUES", (2.0, 4.0, 8.0))
@@ -338,7 +339,7 @@ def test_pairs_merge_and_a_read_split_over_an_anchor(merged, pair_twin, tmp_path
     model), and a signed model whose read splits a constant over an anchor (what ``signed.fold_state``
     does where a constant is not exact in bfloat16) is unfolded into pairs, since the merge re-chooses
     the anchors: a layer-0 FFN row's constant moved onto the 127 anchor, the merged model still exact."""
-    from netlist2tf.merge import _Checkpoint
+    from netlist2tf.merge.merge import _Checkpoint
 
     base, compiled, _, _ = merged
     layout = bits_layout_of(safe_open(str(compiled / "model.safetensors"), "pt").get_tensor(
@@ -472,7 +473,7 @@ def merged_multimodal(merged, tmp_path_factory):
 
 def _tensors(folder) -> dict:
     """{key: tensor} of every weight of a checkpoint folder (one file or shards)."""
-    from netlist2tf.weightfiles import WeightFiles
+    from netlist2tf.checkpoint.weightfiles import WeightFiles
     w = WeightFiles(folder)
     return {k: w.get(k) for k in w.keys()}
 
@@ -485,7 +486,7 @@ def test_multimodal_base_round_trip(merged_multimodal):
     with the trace tokens added as special tokens at offset + t."""
     from transformers import AutoModelForImageTextToText, AutoTokenizer
 
-    from netlist2tf.weightfiles import INDEX
+    from netlist2tf.checkpoint.weightfiles import INDEX
 
     base, out, info = merged_multimodal
     doc = json.loads((out / "config.json").read_text())
@@ -563,7 +564,8 @@ def test_multimodal_merged_model_sees_images_as_the_base_does(merged_multimodal)
     ours = (runs[out, torch.float32][..., :BASE_VOCAB] - exact).abs().max().item()
     assert 0 < ours <= 3 * own, (ours, own)
     for executor in ("stock", "fast"):
-        model, protocol, netlist, inits, meta, _ = load_merged(out, torch.float32, executor=executor)
+        model, protocol, netlist, inits, meta, ran = open_checkpoint(out, torch.float32, executor)
+        assert ran == executor          # the fast executor runs the merged multimodal folder, no fallback
         div, n = verify_teacher_forced(model, protocol, netlist, inits, 40, 2, 2, meta["initial_memory"],
                                        window=100)
         assert div is None and n > 0, (executor, str(div))
@@ -630,15 +632,15 @@ def test_cli_merge_with_the_default_base(tmp_path, build_dir, capsys):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_the_fast_executor_runs_a_merged_checkpoint(merged, dtype):
-    """netlist2tf.fast on the merged FIFO, trace-only prompts: the hidden state after every layer (the
+    """netlist2tf.run.fast on the merged FIFO, trace-only prompts: the hidden state after every layer (the
     base layers included: they add exactly zero there) and the logits over the whole vocabulary equal
     stock transformers' at every position; generation by frames through MergedTrace equals stock
     generation; after a text prefix (base tokens: real-valued embeddings, the base layers no longer
     silent) the executor stops (FastInexact) instead of guessing."""
     from transformers import AutoModelForCausalLM
 
-    from netlist2tf.fast import FastInexact, FastModel, compare_with_stock, load_fast_checkpoint
-    from netlist2tf.host import run_model
+    from netlist2tf.run.fast import FastInexact, FastModel, compare_with_stock, load_fast_checkpoint
+    from netlist2tf.run.host import run_model
 
     _, _, out, info = merged
     stock_trace, protocol, netlist, inits, meta, _ = load_merged(out, dtype)
@@ -691,7 +693,7 @@ def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, p
     refuse, naming why (`auto` then merges side by side); an FFN `up` that reads one more bit reserves
     that bit's channel (the residual one channel wider): its signed channel, or, compiled as pairs, its
     b channel, the 1 - b read folded into `one - b`, which must be exact in the merged dtype."""
-    from netlist2tf.merge import _Checkpoint, _compiled_layout, _shared_channels
+    from netlist2tf.merge.merge import _Checkpoint, _compiled_layout, _shared_channels
 
     base, compiled, _, _ = merged
     b = _Checkpoint(base, "base checkpoint")

@@ -12,13 +12,13 @@ import random
 import numpy as np
 import pytest
 
-from netlist2tf.frontend import synthesize
+from netlist2tf.frontend.synth import synthesize
 from netlist2tf.gadgets.ffn_threshold import BF16_LIMIT
-from netlist2tf.ir import CONST0, CONST1, Cell, Net, Netlist, Port, parse_netlist
-from netlist2tf.macros import expand_mul
-from netlist2tf.schedule import schedule, unit_cost
-from netlist2tf.sim import Simulator
-from netlist2tf.target import Target
+from netlist2tf.netlist.ir import CONST0, CONST1, Cell, Net, Netlist, Port, parse_netlist
+from netlist2tf.compile.macros import expand_mul
+from netlist2tf.compile.schedule import schedule, unit_cost
+from netlist2tf.sim.simulator import Simulator
+from netlist2tf.compile.target import Target
 
 
 def _value(v: int, w: int, signed: bool) -> int:
@@ -194,9 +194,9 @@ def test_simulator_macc_against_python():
 
 
 def test_prover_macc_against_python():
-    """netlist2tf.formal's $macc_v2 terms, evaluated on concrete operands, give Python's value."""
+    """netlist2tf.netlist.formal's $macc_v2 terms, evaluated on concrete operands, give Python's value."""
     pytest.importorskip("z3")
-    from netlist2tf.formal import evaluate
+    from netlist2tf.netlist.formal import evaluate
 
     m = _Macc([(6, 5, True, True)], [(7, False, False)], 10)
     nl = Netlist("t", tuple(Net(i, f"n{i}", None) for i in range(m.n)),
@@ -242,7 +242,7 @@ def test_signed_products_are_not_sign_extended():
 
 
 def test_wide_columns_are_refused():
-    from netlist2tf.errors import UnsupportedDesignError
+    from netlist2tf.common.errors import UnsupportedDesignError
 
     with pytest.raises(UnsupportedDesignError, match="at most 256"):
         _Macc([(260, 260, False, False)], [], 300, as_mul=True)
@@ -274,8 +274,8 @@ def test_macro_flow_keeps_multipliers(tmp_path, build_dir):
 
 def test_disjoint_cubes():
     """A small operand cell as disjoint cubes (macros.disjoint_cubes), checked on every pattern."""
-    from netlist2tf.logic import BitFunction
-    from netlist2tf.macros import disjoint_cubes
+    from netlist2tf.compile.logic import BitFunction
+    from netlist2tf.compile.macros import disjoint_cubes
 
     def table(fn, k):
         return sum(fn(*((p >> i) & 1 for i in range(k))) << p for p in range(1 << k))
@@ -387,7 +387,7 @@ def test_shifted_products_fuse_into_one_cell(tmp_path, build_dir):
         assert int(out["y"]) == (sa * (b & 0xFFFF) + (a & 0xFFFF) * b_hs * 65536) % (1 << 50)
         assert int(out["z"]) == ((a & 0xFFFFF) * (b & 0xFFF) + (a >> 20) * (((b >> 12) & 0xFFF) << 16)) % (1 << 40)
         assert int(out["t"]) == ((a & 0xFFF) * (b & 0xFFF) + (((c * d) & 63) << 4)) % (1 << 24)
-    from netlist2tf.graph import keep_outputs
+    from netlist2tf.netlist.graph import keep_outputs
 
     assert schedule(keep_outputs(nl, ["y"]), Target.standalone(layers=12)).depth == 6   # one multiplier's depth
     assert schedule(keep_outputs(nl, ["z"]), Target.standalone(layers=12)).depth == 6

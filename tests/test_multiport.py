@@ -1,5 +1,5 @@
 """Issue 22 item 2: memories with several write ports and per-bit write enables
-(netlist2tf/multiport.py). Each design is first simulated against Amaranth's simulator, on the
+(netlist2tf/frontend/multiport.py). Each design is first simulated against Amaranth's simulator, on the
 word-level netlist (the memory as written) and on the compiler's (the memory rewritten into XOR
 banks / whole-word writes), with the collisions of the random stimulus counted; then compiled and
 checked against the netlist simulator with stock transformers, teacher-forced, batch 4."""
@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 import torch
 
-from netlist2tf.assemble import assemble
-from netlist2tf.emit import emit_checkpoint, load_checkpoint
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.multiport import split_write_ports
-from netlist2tf.reference import run_amaranth
-from netlist2tf.sim import RandomStimulus, Simulator
-from netlist2tf.verify import verify_teacher_forced
+from netlist2tf.compile.plan import CompileSettings
+from netlist2tf.driver import compile_netlist
+from netlist2tf.checkpoint.emit import emit_checkpoint, load_checkpoint
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.frontend.multiport import split_write_ports
+from netlist2tf.frontend.reference import run_amaranth
+from netlist2tf.sim.simulator import RandomStimulus, Simulator
+from netlist2tf.run.verify import verify_teacher_forced
 
 DESIGNS = Path(__file__).parent / "designs"
 # design -> (source file, write ports, the (address, enable) inputs of each port)
@@ -99,7 +100,7 @@ def test_models_teacher_forced(name, dtype, cycles, build_dir, tmp_path):
     _, nports, ports = CASES[name]
     result = synthesize(_design(name), "macro", build_dir)
     nl = parse_netlist(result.json_text)
-    folder = emit_checkpoint(assemble(nl), result.json_text, tmp_path / name)
+    folder = emit_checkpoint(compile_netlist(nl, CompileSettings(), prove=False), result.json_text, tmp_path / name)
     model, protocol, netlist, inits, meta = load_checkpoint(folder, dtype)
     if nports > 1:
         assert _stimulus_collisions(netlist, ports, cycles, 4, 0) > cycles // 10

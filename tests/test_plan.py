@@ -1,4 +1,4 @@
-"""The plan/weights split (netlist2tf.plan, netlist2tf.assemble.write_weights, netlist2tf.driver):
+"""The plan/weights split (netlist2tf.compile.plan, netlist2tf.weights.assemble.write_weights, netlist2tf.driver):
 the plan is made without torch, the weights written from it are byte-identical to the ones the
 compiler wrote before the split, and the plan's figures are the written model's."""
 
@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from netlist2tf.driver import compile_netlist
-from netlist2tf.emit import emit_checkpoint, file_digest
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.plan import CompileSettings, plan_model, resolve_groups
+from netlist2tf.checkpoint.emit import emit_checkpoint, file_digest
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.compile.plan import CompileSettings, plan_model, resolve_groups
 
 # sha256 of model.safetensors (float32) for these netlists: first pinned before the plan/weights
 # split (commit 78e7282, `assemble` deciding and writing in one scope; the split kept them byte-
@@ -25,7 +25,7 @@ from netlist2tf.plan import CompileSettings, plan_model, resolve_groups
 # passes until nothing moves (issue 18: the CPU's one-cycle multiplier; was 6f56bf9d...).
 # A change here means the weights changed, which needs a reason (and the CPU's proofs re-run), not
 # a new number. These are the pair-layout weights (``bits="pairs"``); the signed checkpoint is their
-# fold (netlist2tf.signed, checked against the pair model in tests/test_signed.py).
+# fold (netlist2tf.weights.signed, checked against the pair model in tests/test_signed.py).
 BEFORE_SPLIT = {
     ("hdl.examples.counter:Counter", 4, None):
         "b9b3b046818c06bb4cba227c3faf232b83da00ab9b9e6ba7794b18d12b8169f8",
@@ -61,8 +61,8 @@ def test_the_plan_needs_no_torch(build_dir):
     code = (
         "import sys\n"
         "sys.modules['torch'] = None\n"
-        "from netlist2tf.ir import parse_netlist\n"
-        "from netlist2tf.plan import CompileSettings, plan_model\n"
+        "from netlist2tf.netlist.ir import parse_netlist\n"
+        "from netlist2tf.compile.plan import CompileSettings, plan_model\n"
         f"plan = plan_model(parse_netlist(open({str(path)!r}).read()), CompileSettings(layers=7))\n"
         "fit = plan.fit()\n"
         "print(fit['hidden_channels'], fit['neurons_per_layer'], plan.stats['parameters'])\n")
@@ -92,7 +92,7 @@ def test_gated_frames_round_trip_and_bad_frames_are_named(build_dir):
     TraceError naming the token."""
     import itertools
 
-    from netlist2tf.protocol import MA, MD, OUT, REG, TraceError
+    from netlist2tf.compile.protocol import MA, MD, OUT, REG, TraceError
 
     nl = parse_netlist(synthesize("tests/designs/unusual.py:GatedMachine", "macro", build_dir).json_text)
     settings = CompileSettings(layers=8, gated=(("busy", ("acc", "mcand", "mult", "count")), ("err", ("code",)),
@@ -132,8 +132,8 @@ def test_folded_write_frames(build_dir):
     unfolded; the protocol survives its JSON."""
     import dataclasses
 
-    from netlist2tf.ir import CONST1
-    from netlist2tf.protocol import MA, MD, OUT, REG, TraceError, TraceProtocol
+    from netlist2tf.netlist.ir import CONST1
+    from netlist2tf.compile.protocol import MA, MD, OUT, REG, TraceError, TraceProtocol
 
     nl = parse_netlist(synthesize("tests/designs/unusual.py:FoldedMachine", "macro", build_dir).json_text)
     settings = CompileSettings(layers=6, gated_writes=("mem",), folded_writes=("mem",))
@@ -191,9 +191,9 @@ def test_reads_move_to_lower_the_widest_deltanet_layer(build_dir):
     1 key head, x's 16 banks 2 (8 side by side in each, told apart by the read selects), y's and
     m2's bank 1 each: [1, 2, 2] (y in layer 1 would make it 3). The model still equals the
     simulator (teacher-forced, every generated token): the banks sharing key heads are exact."""
-    from netlist2tf.schedule import schedule
-    from netlist2tf.target import Target
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.compile.schedule import schedule
+    from netlist2tf.compile.target import Target
+    from netlist2tf.run.verify import verify_teacher_forced
 
     nl = parse_netlist(synthesize(f"{Path(__file__).parent}/designs/two_reads.v", "macro", build_dir).json_text)
     plain = schedule(nl, Target.standalone(layers=5))

@@ -9,10 +9,11 @@ import shutil
 import pytest
 
 from netlist2tf import cli
-from netlist2tf.assemble import assemble
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.report import build_report, validate_report, write_report
+from netlist2tf.compile.plan import CompileSettings
+from netlist2tf.driver import compile_netlist
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.report.build import build_report, validate_report, write_report
 
 
 def margins_from_weights(gate, layout) -> tuple[int, int, int | None]:
@@ -51,13 +52,13 @@ def margins_from_weights(gate, layout) -> tuple[int, int, int | None]:
 
 def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
     nl = parse_netlist(synthesize("hdl.examples.fifo:FIFO", "lut", build_dir).json_text)
-    compiled = assemble(nl, layers=8, bits="pairs")
+    compiled = compile_netlist(nl, CompileSettings(layers=8, bits="pairs"), prove=False)
     report = build_report(compiled.plan, compiled.stats["nonzero"])      # the plan, not the weights
     per = report["per_layer"]
     assert len(per) == 8 and report["logic_depth"] == compiled.schedule.depth == 6
     # the signed checkpoint (the default) computes the same pre-activations: its margins, recomputed
     # from its weights over every +-1 value of the channels each row reads, are the report's
-    signed = assemble(nl, layers=8)
+    signed = compile_netlist(nl, CompileSettings(layers=8), prove=False)
     assert build_report(signed.plan)["per_layer"] == per
     for p, layer in zip(per, signed.model.model.layers):
         assert (p["max_abs_preactivation"], p["max_relu_input"], p["smallest_margin"]) == \
@@ -95,7 +96,7 @@ def test_report_numbers_and_determinism(tmp_path, build_dir, capsys):
 
     a, b = tmp_path / "a", tmp_path / "b"
     write_report(report, a)
-    write_report(build_report(assemble(nl, layers=8, bits="pairs").plan, compiled.stats["nonzero"]), b)
+    write_report(build_report(compile_netlist(nl, CompileSettings(layers=8, bits="pairs"), prove=False).plan, compiled.stats["nonzero"]), b)
     for name in ("report.json", "report.html", "assignment.csv"):
         assert (a / name).read_bytes() == (b / name).read_bytes()
     assert json.loads((a / "report.json").read_text())["design"] == "top"     # no name given: the netlist's
@@ -111,7 +112,7 @@ def test_report_says_how_each_memory_was_lowered(build_dir):
     decoder really has (one per word plus the constant-word fix-ups: at least 16 for 16 words, no
     DeltaNet head); a memory of three write ports: three XOR banks, each named with its origin and
     read through DeltaNet banks in the layer the schedule put the read."""
-    from netlist2tf.plan import CompileSettings, plan_model
+    from netlist2tf.compile.plan import CompileSettings, plan_model
     from pathlib import Path
     designs = Path(__file__).parent / "designs"
     plan = plan_model(parse_netlist(synthesize(f"{designs}/constructs.py:Rom16x8", "macro", build_dir).json_text),
@@ -137,7 +138,7 @@ def test_report_says_which_way_a_rom_was_held_and_why(build_dir):
     head) and the non-zero words the prompt writes (counted from the table Amaranth was given)."""
     from pathlib import Path
 
-    from netlist2tf.plan import CompileSettings, plan_model
+    from netlist2tf.compile.plan import CompileSettings, plan_model
     from tests.designs.constructs import _table
     designs = Path(__file__).parent / "designs"
     nl = parse_netlist(synthesize(f"{designs}/constructs.py:Rom16x8", "macro", build_dir).json_text)
@@ -161,7 +162,7 @@ def test_compare_lists_what_an_edit_changed(tmp_path, build_dir, capsys):
     """``report --compare``: the counter at 8 and 12 bits. The old report's per-layer neurons and the
     new one's, read from each report, differ where the comparison says; the count signal grows; a
     missing, malformed or foreign old report is one clear error (exit 2) before any work."""
-    from netlist2tf.report_compare import compare_reports
+    from netlist2tf.report.compare import compare_reports
 
     old, new = tmp_path / "old", tmp_path / "new"
     assert cli.main(["report", "hdl.examples.counter:Counter(width=8)", "--layers", "4", "--out", str(old),

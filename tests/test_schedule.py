@@ -7,11 +7,11 @@ import textwrap
 
 import pytest
 
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.logic import cell_bit_functions
-from netlist2tf.schedule import ScheduleError, neuron_cost, schedule, verify
-from netlist2tf.target import Target
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.compile.logic import cell_bit_functions
+from netlist2tf.compile.schedule import ScheduleError, neuron_cost, schedule, verify
+from netlist2tf.compile.target import Target
 
 CHAIN = """
 module top(input clk, input a, input b, input c, input d, output y, output z);
@@ -77,8 +77,8 @@ def test_collapse_lut_chain(tmp_path, build_dir):
 def test_compose_matches_direct_evaluation():
     import random
 
-    from netlist2tf.logic import BitFunction
-    from netlist2tf.schedule import compose
+    from netlist2tf.compile.logic import BitFunction
+    from netlist2tf.compile.schedule import compose
 
     rng = random.Random(5)
     for _ in range(200):
@@ -145,8 +145,8 @@ def test_shannon_split_matches_direct_evaluation():
     of L and E it equals f evaluated directly, and it is a level earlier."""
     import random
 
-    from netlist2tf.logic import BitFunction
-    from netlist2tf.schedule import _shannon
+    from netlist2tf.compile.logic import BitFunction
+    from netlist2tf.compile.schedule import _shannon
 
     rng = random.Random(4)
     split = 0

@@ -1,4 +1,4 @@
-"""Bits as signs (netlist2tf.signed): one residual channel per bit instead of a pair.
+"""Bits as signs (netlist2tf.weights.signed): one residual channel per bit instead of a pair.
 
 Oracles: the pair-layout model of the same plan (its hidden states after every layer, read through
 the hand-checkable map s = b - (1 - b)), the netlist simulator's traces (tests/test_compile_e2e.py
@@ -12,14 +12,14 @@ import pytest
 import torch
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm
 
-from netlist2tf.assemble import write_weights
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.weights.assemble import write_weights
+from netlist2tf.common.errors import Netlist2TFError
 from netlist2tf.gadgets.layout import NORM_WEIGHT, ResidualLayout
-from netlist2tf.ir import parse_netlist
-from netlist2tf.plan import CompileSettings, plan_model
-from netlist2tf.signed import _split_constant, bits_layout_of, fold_state, signed_layout, unfold_state
-from netlist2tf.verify import expected_tokens
-from netlist2tf.frontend import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.compile.plan import CompileSettings, plan_model
+from netlist2tf.weights.signed import _split_constant, bits_layout_of, fold_state, signed_layout, unfold_state
+from netlist2tf.run.verify import expected_tokens
+from netlist2tf.frontend.synth import synthesize
 
 
 @pytest.mark.parametrize("hidden, n", [(64, 40), (1280, 1200), (2048, 2000)])

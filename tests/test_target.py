@@ -7,10 +7,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from netlist2tf.errors import Netlist2TFError
-from netlist2tf.target import FULL, LINEAR, Target, geometries
+from netlist2tf.common.errors import Netlist2TFError
+from netlist2tf.compile.target import FULL, LINEAR, Target, geometries
 
-# The text part of Qwen3.5-4B's published config (shared/TOOLCHAIN-NOTES.md), in the multimodal layout.
+# The text part of Qwen3.5-4B's published config (its config.json on the Hugging Face hub), in the multimodal layout.
 QWEN35_4B = {
     "model_type": "qwen3_5", "architectures": ["Qwen3_5ForConditionalGeneration"],
     "text_config": {
@@ -37,7 +37,7 @@ def test_from_multimodal_config(tmp_path):
     assert (t.hidden_size, t.intermediate_size, t.linear_key_head_dim, t.linear_num_value_heads) == \
         (2560, 9216, 128, 32)
     assert t.layer_types == (LINEAR, LINEAR, LINEAR, FULL) * 2 + (LINEAR, LINEAR, LINEAR)
-    assert not t.key_dim_exact          # 128 is not a power of 4 (DESIGN.md 2c)
+    assert not t.key_dim_exact          # 128 is not a power of 4: 1/sqrt(128) is not a power of two
     assert Target.from_config_json(tmp_path / "config.json").num_layers == 32
 
 
@@ -96,7 +96,7 @@ PUBLISHED = {  # name: (hidden, intermediate, layers, attention heads, kv heads,
 
 
 def test_published_geometries_by_name():
-    from netlist2tf.target import geometries
+    from netlist2tf.compile.target import geometries
 
     assert list(geometries()) == list(PUBLISHED)
     for name, (h, i, n, nh, nkv, nv, tied) in PUBLISHED.items():
@@ -121,7 +121,7 @@ def test_the_9b_geometry_holds_exactly_the_published_bytes():
     from transformers import Qwen3_5ForConditionalGeneration
     from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5Config
 
-    from netlist2tf.target import geometries
+    from netlist2tf.compile.target import geometries
 
     doc = json.loads(geometries()["qwen3.5-9b"].read_text())
     cfg = Qwen3_5Config(**{k: v for k, v in doc.items() if k not in ("_name_or_path", "architectures", "model_type")})
@@ -161,7 +161,7 @@ def test_random_checkpoint_of_a_published_geometry(tmp_path):
 def test_the_compiled_layers_types_are_the_compilers():
     """On a target, the compiled part takes DeltaNet in every layer but the last (full attention),
     whatever the base's pattern; the shapes stay the target's."""
-    from netlist2tf.plan import compiled_target
+    from netlist2tf.compile.plan import compiled_target
 
     t = Target.from_config_json("qwen3.5-4b", layers=11)
     c = compiled_target(t)

@@ -1,8 +1,8 @@
-"""A compiled checkpoint used the way a stock ``transformers`` user uses it (docs/TRANSFORMERS.md):
+"""A compiled checkpoint used the way a stock ``transformers`` user uses it (docs/design/transformers.md):
 ``AutoTokenizer`` and ``AutoModelForCausalLM`` from the folder, prompts built from token names,
 ``model.generate()`` frame by frame (stopping by the generation config's eos tokens), the generated
 names parsed back into values, against the netlist simulator (the oracle). The helpers under "user
-side" use nothing of netlist2tf: they are the code of docs/TRANSFORMERS.md."""
+side" use nothing of netlist2tf: they are the code of docs/design/transformers.md."""
 
 import json
 import re
@@ -10,12 +10,13 @@ import re
 import pytest
 import torch
 
-from netlist2tf import hf
-from netlist2tf.assemble import assemble
-from netlist2tf.emit import emit_checkpoint
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.sim import Simulator
+from netlist2tf.checkpoint import hf
+from netlist2tf.compile.plan import CompileSettings
+from netlist2tf.driver import compile_netlist
+from netlist2tf.checkpoint.emit import emit_checkpoint
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.sim.simulator import Simulator
 
 # (design, layers: the fewest it fits in, as in test_compile_e2e.py)
 COUNTER = ("hdl.examples.counter:Counter", 4)
@@ -44,7 +45,7 @@ def checkpoint(tmp_path_factory, build_dir):
         if design not in made:
             result = synthesize(design[0], "macro", build_dir)
             netlist = parse_netlist(result.json_text)
-            compiled = assemble(netlist, layers=design[1])
+            compiled = compile_netlist(netlist, CompileSettings(layers=design[1]), prove=False)
             folder = emit_checkpoint(compiled, result.json_text,
                                      tmp_path_factory.mktemp("hf") / design[0].split(":")[1])
             _add_hf_files(folder, compiled.protocol, netlist)
@@ -53,7 +54,7 @@ def checkpoint(tmp_path_factory, build_dir):
     return get
 
 
-# -- user side: only transformers and the token names (docs/TRANSFORMERS.md) -------------------
+# -- user side: only transformers and the token names (docs/design/transformers.md) -------------------
 
 TOKEN = re.compile(r"<(\w+):(.+)=0x([0-9a-f]+)\|p([01])>")
 
@@ -93,7 +94,7 @@ def unpack(label, value, signals):
 
 
 def run_cycles(folder, prompt, inputs_per_cycle):
-    """Stock transformers (docs/TRANSFORMERS.md, line for line): per cycle, the IN tokens of its
+    """Stock transformers (docs/design/transformers.md, line for line): per cycle, the IN tokens of its
     inputs, then generate() to the frame's end; yields {kind: {signal: value}} per cycle (``out``: the
     cycle's outputs, ``reg``: the next register values, ``ma``/``md``: the memory write)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -150,7 +151,7 @@ def test_counter_by_stock_generate_equals_simulator(checkpoint):
     proto = compiled.protocol
     names = hf.token_names(proto, netlist)
     prompt = " ".join(names[t] for t in proto.initial_tokens(compiled.initial_registers, compiled.initial_memory))
-    assert prompt == "<reg:count[0:8]=0x00|p0>"          # the initial frame docs/TRANSFORMERS.md types
+    assert prompt == "<reg:count[0:8]=0x00|p0>"          # the initial frame docs/design/transformers.md types
     assert (folder / "prompt.txt").read_text() == prompt + "\n"      # and the folder holds it
     got = list(run_cycles(folder, prompt, COUNTER_INPUTS))
     want = list(_simulate(netlist, compiled.initial_registers, COUNTER_INPUTS))
@@ -247,7 +248,7 @@ def test_design_without_inputs_runs_cycles_in_one_generate_call(tmp_path, build_
 
     result = synthesize(f"{Path(__file__).parent}/designs/free_running.v", "macro", build_dir)
     netlist = parse_netlist(result.json_text)
-    compiled = assemble(netlist, layers=4)
+    compiled = compile_netlist(netlist, CompileSettings(layers=4), prove=False)
     folder = emit_checkpoint(compiled, result.json_text, tmp_path / "free")
     _add_hf_files(folder, compiled.protocol, netlist)
     assert GenerationConfig.from_pretrained(folder).eos_token_id is None
@@ -298,7 +299,7 @@ def test_readable_names_whole_signals_and_collisions():
     registers of one name get ~2."""
     import dataclasses
 
-    from netlist2tf.ir import NamedSignal, Net, Netlist, Register
+    from netlist2tf.netlist.ir import NamedSignal, Net, Netlist, Register
 
     nets = (Net(0, "1'b0", None), Net(1, "1'b1", None), Net(2, "1'bx", None),
             *(Net(3 + i, "pc", i) for i in range(4)), Net(7, "flag", None), Net(8, "$auto$x", None),

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.reference import run_amaranth
-from netlist2tf.sim import RandomStimulus, Simulator, TableStimulus
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.frontend.reference import run_amaranth
+from netlist2tf.sim.simulator import RandomStimulus, Simulator, TableStimulus
 
 DESIGNS = Path(__file__).parent / "designs"
 CYCLES = 2000

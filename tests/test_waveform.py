@@ -2,10 +2,10 @@
 
 from vcd.reader import TokenKind, tokenize
 
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.sim import RandomStimulus, Simulator
-from netlist2tf.waveform import PERIOD
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.sim.simulator import RandomStimulus, Simulator
+from netlist2tf.sim.waveform import PERIOD
 
 
 def _read_vcd(path):

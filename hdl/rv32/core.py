@@ -2,7 +2,7 @@
 
 One instruction per clock cycle, except the M extension's high products and divisions: MUL
 retires in one cycle (``Y = a * b_lo + (a_lo * b_hi) << 16``, one multiply-add cell the compiler
-builds as a threshold multiplier, ``netlist2tf.macros.expand_mul``: MUL is ``Y[0:32]``); MULH,
+builds as a threshold multiplier, ``netlist2tf.compile.macros.expand_mul``: MUL is ``Y[0:32]``); MULH,
 MULHSU and MULHU take 2 (the first keeps ``Y >> 32``, 18 bits, in ``m_x``; the second adds
 ``a_hi * b_hi`` to it, both cycles reading the operands from the registers, which the instruction
 does not change before it retires); a division or remainder 3 to ``M_CYCLES`` = 19: a start that
@@ -13,7 +13,7 @@ are Amaranth ``Memory``s with asynchronous (combinational) read ports and one wr
 they stay memories in the netlist (DeltaNet heads in the compiled model) and every read sees the
 state at the start of the cycle. Reset is synchronous.
 
-Shaped for the compiler (docs/CPU-MODEL.md): the clock cycle is shallow (the compiled model has one
+Shaped for the compiler (docs/design/cpu-model.md): the clock cycle is shallow (the compiled model has one
 level of threshold logic per layer), so no division step ends in a retirement, and the one
 multiply-add cell (6 levels after the register reads) feeds the write-back through a last mux of its
 own (``sel_lo``/``sel_hi``, kept signals); the RAM has one whole-word write port (a sub-word store merges its bytes into the word

@@ -118,7 +118,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 EXP_UNDERFLOW = 104      # float32 exp(-x) == 0.0 for x >= 104 (exp(-103.9) is the smallest denormal)
 LEAD = 128               # planned lead of every winning score (24 units of slack for rounding)

@@ -113,7 +113,7 @@ import numpy as np
 import torch
 from transformers.models.qwen3_5 import modeling_qwen3_5 as qm
 
-from ..errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 ADDRESS_MAGNITUDE = 64.0    # one-hot key (and one-hot query when d_k is a power of 4)
 MATCH_MAGNITUDE = 128.0     # decoded key/query: silu(-128 m) == -0.0 exactly for every m >= 1

@@ -25,7 +25,7 @@ Building blocks return ``Neuron`` lists:
 
 from dataclasses import dataclass
 
-from ..errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 K = 128
 BF16_LIMIT = 256          # largest positive pre-activation that is exact in a bfloat16 gate

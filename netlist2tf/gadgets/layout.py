@@ -3,7 +3,7 @@
 Qwen3.5's decoder RMSNorm computes ``x * rsqrt(mean(x**2) + 1e-6) * (1 + w)`` in float32 over the
 whole hidden vector. The compiled model keeps ``mean(x**2)`` at exactly ``SCALE**2`` (64) on every
 active position, so the norm multiplies by exactly ``1/SCALE`` and a norm weight of ``SCALE - 1``
-(7) makes it the identity, in float32 and bfloat16 alike (DESIGN.md 2d):
+(7) makes it the identity, in float32 and bfloat16 alike (1/8 and 8 are powers of two: exact):
 
 * channel ``one`` holds the constant 1 (it also carries every neuron's bias and gates every gadget:
   on a position where it is 0, e.g. a text token of a merged model, the gadgets add nothing);
@@ -17,7 +17,7 @@ active position, so the norm multiplies by exactly ``1/SCALE`` and a norm weight
 Free channels are 0. The same layout holds on every trace position of every layer, which is what the
 verifier checks.
 
-A *signed* layout (``signed=True``, what a checkpoint holds by default: ``netlist2tf.signed``) keeps
+A *signed* layout (``signed=True``, what a checkpoint holds by default: ``netlist2tf.weights.signed``) keeps
 each bit in ONE channel, ``s = 2b - 1`` (+-1): ``s**2`` is 1 whatever b is, so the same anchors keep
 ``sum(x**2) == SCALE**2 * hidden_size`` with half the channels. The compiler plans in pairs (every
 gadget reads and writes ``(b, 1 - b)``) and ``signed.fold_state`` rewrites the weights: on an active
@@ -26,7 +26,7 @@ position ``b == (one + s) / 2`` and ``1 - b == (one - s) / 2`` exactly.
 
 from dataclasses import dataclass
 
-from ..errors import Netlist2TFError
+from netlist2tf.common import Netlist2TFError
 
 SCALE = 8                  # rsqrt(mean(x**2)) == 1/SCALE
 NORM_WEIGHT = SCALE - 1    # the decoder RMSNorm multiplies by (1 + weight)

@@ -1,4 +1,4 @@
-"""The chat loop (cpu/chat.py, `netlist2tf chat`): the assistant's Qwen3.5 tool calls run the calc
+"""The chat loop (cpu/chat.py, `cpu chat`): the assistant's Qwen3.5 tool calls run the calc
 firmware, every answer equals Python's exact result, the responses are in the template's format and
 tokenized by the base's tokenizer; bad calls come back as errors and the conversation goes on."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from cpu.chat import TOOL_MAX_STEPS, TOOL_TIME_LIMIT, Chat, parse_tool_calls
 from cpu.machine import Halt
-from netlist2tf.errors import Netlist2TFError
-from netlist2tf.qwen_text import write_text_tokenizer
+from netlist2tf.common.errors import Netlist2TFError
+from netlist2tf.merge.qwen_text import write_text_tokenizer
 
 from test_calc import _cases          # tests/cpu is on sys.path (rootdir conftest, prepend import mode)
 
@@ -23,7 +23,7 @@ def _call(expr, name="calc", param="expression"):
 
 @pytest.fixture(scope="module")
 def base(tmp_path_factory):
-    """The embedded default base's tokenizer and chat template (netlist2tf.qwen_text, as make_base
+    """The embedded default base's tokenizer and chat template (netlist2tf.merge.qwen_text, as make_base
     writes them for its 1,024-token vocabulary)."""
     d = tmp_path_factory.mktemp("base")
     write_text_tokenizer(d, 1024)
@@ -147,7 +147,7 @@ def test_time_limit(base, engine):
 def test_chat_on_the_merged_cpu(tmp_path_factory, capsys):
     """The CPU merged in front of the embedded default base: the tool calls run in the merged
     checkpoint's compiled layers (fast exact executor), and the answers equal Python's; the same
-    through `netlist2tf chat --assistant`."""
+    through `cpu chat --assistant`."""
     from cpu.model_engine import build_checkpoint
     from netlist2tf import cli as n2t
     from pathlib import Path
@@ -171,7 +171,8 @@ def test_chat_on_the_merged_cpu(tmp_path_factory, capsys):
         script = out.parent / "script.txt"
         script.write_text(_call("2^64 - 1") + "\n---\nIt is 18446744073709551615.\n")
         capsys.readouterr()
-        assert n2t.main(["chat", str(out), "--assistant", str(script), "-m", "What is 2^64 - 1?"]) == 0
+        from cpu import cli as cpu_cli
+        assert cpu_cli.main(["chat", str(out), "--assistant", str(script), "-m", "What is 2^64 - 1?"]) == 0
         printed = capsys.readouterr()
         assert "tool calc: 18446744073709551615\n" in printed.out and "assistant: It is" in printed.out
         assert "trace tokens" in printed.err

@@ -1,10 +1,10 @@
 """The core fits the compiled model's 11 layers: depth <= 10 with the macro6 flow, a consistent
-schedule, the memory reads where docs/CPU-MODEL.md says (the netlist the model is compiled from:
+schedule, the memory reads where docs/design/cpu-model.md says (the netlist the model is compiled from:
 the outputs of ``MODEL_OUTPUTS`` only). Cheap (no model is built): the guard for
 HDL edits; tests/cpu/test_model_engine.py runs the model itself."""
 
-from netlist2tf.schedule import schedule, verify
-from netlist2tf.target import FULL, LINEAR, Target
+from netlist2tf.compile.schedule import schedule, verify
+from netlist2tf.compile.target import FULL, LINEAR, Target
 
 from cpu.model_engine import LAYERS, MODEL_RAM_SIZE, compiled_netlist
 

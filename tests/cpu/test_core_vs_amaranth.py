@@ -8,8 +8,8 @@ from cpu import asm
 from cpu.machine import Image
 from cpu.netlist_engine import core_design, core_netlist
 from hdl.rv32 import Core
-from netlist2tf.reference import run_amaranth
-from netlist2tf.sim import Simulator
+from netlist2tf.frontend.reference import run_amaranth
+from netlist2tf.sim.simulator import Simulator
 
 RAM = 4096
 A0, A1, A2, A3, T0, T1, SP = 10, 11, 12, 13, 5, 6, 2

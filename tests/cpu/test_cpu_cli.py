@@ -146,7 +146,7 @@ def test_model_options(monkeypatch, capsysbinary, tmp_path):
     assert b"(batch 2, bfloat16, plain generation, token by token)" in err
     assert b"layer report build/cpu-model/x/report/report.html" in err
     assert cli.main(["run", str(hi), "--engine", "model"]) == 10
-    default = cli.model_dtype(None)[0]             # what this machine runs fastest (netlist2tf.hardware)
+    default = cli.model_dtype(None)[0]             # what this machine runs fastest (netlist2tf.common.hardware)
     assert calls[-1] == (65536, default, 1, True, "speculative", None)
     assert b"speculative decoding: every token drafted" in capsysbinary.readouterr().err
     assert cli.main(["run", str(hi), "--engine", "model", "--plain"]) == 10
@@ -173,10 +173,11 @@ def test_model_damaged_cache_is_rebuilt(monkeypatch, tmp_path, build_dir):
     says so in one line, deletes it and builds it again (here build_checkpoint's second call hands
     back a good checkpoint: a small design's, compiled for real), instead of stopping."""
     from cpu import model_engine
-    from netlist2tf.assemble import assemble
-    from netlist2tf.emit import emit_checkpoint
-    from netlist2tf.frontend import synthesize
-    from netlist2tf.ir import parse_netlist
+    from netlist2tf.compile.plan import CompileSettings
+    from netlist2tf.driver import compile_netlist
+    from netlist2tf.checkpoint.emit import emit_checkpoint
+    from netlist2tf.frontend.synth import synthesize
+    from netlist2tf.netlist.ir import parse_netlist
 
     damaged = tmp_path / "cpu-model" / "0123456789abcdef"
     damaged.mkdir(parents=True)
@@ -184,7 +185,7 @@ def test_model_damaged_cache_is_rebuilt(monkeypatch, tmp_path, build_dir):
         (damaged / name).write_text("{}")
     (damaged / "compile.json").write_text('{"format": ')
     result = synthesize("hdl.examples.counter:Counter", "macro", build_dir)
-    good = emit_checkpoint(assemble(parse_netlist(result.json_text), layers=4), result.json_text, tmp_path / "good")
+    good = emit_checkpoint(compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=4), prove=False), result.json_text, tmp_path / "good")
     handed = iter([damaged, good])
     monkeypatch.setattr(model_engine, "build_checkpoint", lambda *a, **k: next(handed))
     monkeypatch.setattr(model_engine, "_LOADED", {})
@@ -255,7 +256,7 @@ def test_two_builders_of_one_checkpoint_take_turns(monkeypatch, tmp_path):
     import time
 
     from cpu import model_engine
-    from netlist2tf.outputs import cache_lock
+    from netlist2tf.common.outputs import cache_lock
 
     compiled = []
 

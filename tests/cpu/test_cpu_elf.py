@@ -11,7 +11,7 @@ import pytest
 from cpu.elf import ElfError, load_elf, load_elf_bytes
 from cpu.programs import PROGRAMS_BY_NAME
 from cpu.toolchain import compile_c
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.common.errors import Netlist2TFError
 
 
 def make_elf(segments=((0, b"\x13\x00\x00\x00" * 2, 16),), entry=0, ei_class=1, ei_data=1, machine=243,

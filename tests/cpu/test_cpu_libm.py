@@ -484,7 +484,7 @@ def test_clang_without_soft_float_names_the_fix(tmp_path):
 
 def test_libm_small_program_against_mpmath():
     """cpu/programs/libm_small.c (the <math.h> program run on the 64 KiB compiled model,
-    docs/CPU-MODEL.md 5) on unicorn with 64 KiB of RAM: each printed double's bits are the value
+    docs/design/cpu-model.md 5) on unicorn with 64 KiB of RAM: each printed double's bits are the value
     mpmath computes at 300 bits, rounded to the nearest double."""
     from pathlib import Path
 

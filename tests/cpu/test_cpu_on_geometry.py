@@ -3,7 +3,7 @@
 head shapes, narrower so that it builds here: hidden 2,048, FFN 3,072), 16 layers. Its layers hold
 too few heads for the RAM's reads and the registers: the plan spreads the fetch and load ports over
 several DeltaNet layers, reads 20 register chunks after layer 0 and interleaves two words per key
-head (docs/COMPILER.md 3). Programs run on it exactly: every record equal to unicorn's.
+head (docs/design/compiler.md 3). Programs run on it exactly: every record equal to unicorn's.
 
 Slow: the build takes ~8 minutes here (697 M parameters), the checks ~15 minutes more."""
 
@@ -15,7 +15,7 @@ import torch
 from cpu.isa_tests import hazard_programs
 from cpu.model_engine import build_on_target, check_model_batch, run_model_batch
 from cpu.unicorn_ref import run_unicorn
-from netlist2tf.target import Target
+from netlist2tf.compile.target import Target
 
 SHAPE = Path(__file__).resolve().parents[2] / "bench" / "shapes" / "qwen3.5-like-8-key-heads.json"
 RAM = 16384

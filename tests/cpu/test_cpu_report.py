@@ -10,11 +10,11 @@ import pytest
 from safetensors import safe_open
 
 from cpu.model_engine import FLOW, MODEL_RAM_SIZE, build_checkpoint, core_design
-from netlist2tf.frontend import synthesize
+from netlist2tf.frontend.synth import synthesize
 from hdl.rv32 import core as core_module
 from netlist2tf.gadgets.layout import ResidualLayout
-from netlist2tf.ir import parse_netlist
-from netlist2tf.report import validate_report
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.report.build import validate_report
 from tests.test_report import margins_from_weights
 
 pytestmark = pytest.mark.xdist_group("cpu-model")
@@ -121,7 +121,7 @@ def test_compare_the_core_without_zba(built, tmp_path, capsys):
     sh1add/sh2add/sh3add). The comparison lists fewer FFN neurons and parameters, names the signals
     that changed, and the Zba lines of the HDL lose their cells."""
     from cpu import cli as cpu_cli
-    from netlist2tf.report_compare import compare_reports, compare_text
+    from netlist2tf.report.compare import compare_reports, compare_text
 
     folder, old = built
     out = tmp_path / "nozba"

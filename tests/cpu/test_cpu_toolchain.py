@@ -11,7 +11,7 @@ from cpu.machine import Halt
 from cpu.programs import PROGRAMS_BY_NAME
 from cpu.toolchain import CompileError, CompilerNotFoundError, compile_c, compiler_available
 from cpu.unicorn_ref import run_unicorn
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.common.errors import Netlist2TFError
 
 HELLO = PROGRAMS_BY_NAME["hello"]
 

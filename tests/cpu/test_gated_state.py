@@ -12,9 +12,9 @@ state."""
 import numpy as np
 import pytest
 
-from netlist2tf.frontend import synthesize
-from netlist2tf.ir import parse_netlist
-from netlist2tf.sim import Simulator
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.sim.simulator import Simulator
 
 from cpu.fuzz import random_program
 from cpu.isa_tests import ISA_TESTS, hazard_programs
@@ -158,8 +158,8 @@ def emitted_tokens(nl, proto, image, seed: int | None, limit: int = 100_000):
     then: stale values)."""
     import dataclasses
 
-    from netlist2tf.ir import Port
-    from netlist2tf.protocol import MA, MD, OUT
+    from netlist2tf.netlist.ir import Port
+    from netlist2tf.compile.protocol import MA, MD, OUT
 
     probes = [(kind, c.index) for kind in (OUT, MA, MD) for c in proto.chunks_of(kind)]
     extra = tuple(Port(f"__chunk_{kind}_{j}", "output", proto.chunks_of(kind)[j].bits, False) for kind, j in probes)
@@ -210,7 +210,7 @@ def test_every_emitted_token_ignores_the_stale_group(which, build_dir):
 
 
 def test_gated_groups_proved_for_every_state(core, prover_matches_simulator):
-    """The promise proved rather than sampled (netlist2tf.formal, z3): for every state and memory
+    """The promise proved rather than sampled (netlist2tf.netlist.formal, z3): for every state and memory
     content, any rst, and each register group whose gate is 0, the outputs the model emits (the
     halt's kind and cause only in the halting cycle, the held groups' gates), the other
     registers' next values, the RAM write port when it writes and, when a gate's next value is 1,
@@ -219,7 +219,7 @@ def test_gated_groups_proved_for_every_state(core, prover_matches_simulator):
     it (random states, every RAM word random); a group with the pc in it, the pc's high bits gated by
     halting, the trap conditions gated by the divider and the MULH carry gated by the divider instead
     are refuted."""
-    from netlist2tf.formal import prove_groups
+    from netlist2tf.netlist.formal import prove_groups
 
     regs = {g[0]: g for g in GATED if g[0] in ("m_busy", "m_pend", "halted", "pc_oob")}
     outs = [g for g in GATED if g[0] == "halt"]
@@ -245,10 +245,10 @@ def test_gated_groups_proved_for_every_state(core, prover_matches_simulator):
 
 
 def test_tail_group_proved_for_every_state(core):
-    """The tail group's promise (netlist2tf.formal.prove_held without a dirty bit): pc_mid changes
+    """The tail group's promise (netlist2tf.netlist.formal.prove_held without a dirty bit): pc_mid changes
     only in a cycle whose pc_mid_emit is 1 (one row: nothing else). Gated by the halt output
     instead, or with pc_lo in it (it changes every step), it is refuted."""
-    from netlist2tf.formal import prove_held
+    from netlist2tf.netlist.formal import prove_held
 
     ((tail_gate, no_dirty, tail_members),) = HELD
     assert no_dirty == "" and prove_held(core, tail_gate, "", tail_members) is None

@@ -105,7 +105,7 @@ def test_sample_program_hi(model):
 
 def _hi_tokens(img, ref) -> int:
     """The generated tokens of a run without M instructions, counted by hand from unicorn's records.
-    The frame (docs/CPU-MODEL.md 2): 1 token (the pc's low 4 word bits, m_busy, halted, pc_oob,
+    The frame (docs/design/cpu-model.md 2): 1 token (the pc's low 4 word bits, m_busy, halted, pc_oob,
     m_pend), + 1 for the pc's other word bits (2 with 64 KiB) after a transfer or a step from a
     16-word block's last word, + 1 when a register is written (enable, register, the value's low 2 bits) or 2 when
     a RAM word is (enable, the word address, and as many of the word's low bits as fill the two
@@ -211,7 +211,7 @@ def test_speculative_falls_back_to_plain_generation(model):
     from cpu.model_engine import run_model_speculative
     from cpu.programs import PROGRAMS_BY_NAME
     from cpu.toolchain import compile_c
-    from netlist2tf.protocol import MD, Field
+    from netlist2tf.compile.protocol import MD, Field
 
     net, protocol = load_model(RAM, build_dir=BUILD)[:2]     # the float32 model the runs below use
     img = load_elf(compile_c(PROGRAMS_BY_NAME["hi"].path, ram_size=RAM), ram_size=RAM)
@@ -262,7 +262,7 @@ def test_run_too_long_for_memory_is_refused(model, monkeypatch):
     within it runs."""
     from cpu import asm, model_engine
     from cpu.machine import Image
-    from netlist2tf.errors import Netlist2TFError
+    from netlist2tf.common.errors import Netlist2TFError
 
     monkeypatch.setattr(model_engine, "_memory", lambda m: (1000, 10_000_000))
     spin = Image.from_words([asm.addi(5, 5, 1), asm.jal(0, -4)])       # never halts
@@ -328,8 +328,8 @@ def test_larger_ram_model(tmp_path_factory):
     from cpu.elf import load_elf
     from cpu.programs import PROGRAMS_BY_NAME
     from cpu.toolchain import compile_c
-    from netlist2tf.sim import TableStimulus
-    from netlist2tf.verify import verify_teacher_forced
+    from netlist2tf.sim.simulator import TableStimulus
+    from netlist2tf.run.verify import verify_teacher_forced
 
     ram, build = 32768, tmp_path_factory.mktemp("ram32")
     hi = load_elf(compile_c(PROGRAMS_BY_NAME["hi"].path, ram_size=ram), ram_size=ram)
@@ -400,8 +400,8 @@ def test_cpu_merged_hazards_and_text_between_frames(merged):
     # trace, text, trace: hi.c teacher-forced with text before three frames' generated tokens
     from cpu.cli import load_program
     from netlist2tf.merge import MergedTrace
-    from netlist2tf.sim import TableStimulus
-    from netlist2tf.verify import expected_tokens, verify_teacher_forced
+    from netlist2tf.sim.simulator import TableStimulus
+    from netlist2tf.run.verify import expected_tokens, verify_teacher_forced
 
     merged, protocol, netlist, inits, meta, _ = load_model(RAM, checkpoint=folder)
     img = load_program(hi, ram_size=RAM)

@@ -3,7 +3,7 @@ record from the tokens the model emits (6 output chunks a cycle, the pc register
 write-port tokens), without a model.
 
 The trace decoded here is the netlist simulator's run of the compiled netlist (the core with only
-``MODEL_OUTPUTS`` kept), turned into tokens by ``netlist2tf.verify.expected_tokens``: exactly what a
+``MODEL_OUTPUTS`` kept), turned into tokens by ``netlist2tf.run.verify.expected_tokens``: exactly what a
 correct model generates (tests/cpu/test_model_engine.py proves the model generates it). Oracle:
 unicorn's console, halt and records; the full-port netlist engine is compared with unicorn too, so a
 difference is the decoder's (or the pruning's), not the core's.
@@ -14,11 +14,11 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from netlist2tf.errors import Netlist2TFError
-from netlist2tf.graph import keep_outputs
-from netlist2tf.protocol import TraceProtocol
-from netlist2tf.sim import TableStimulus
-from netlist2tf.verify import expected_tokens
+from netlist2tf.common.errors import Netlist2TFError
+from netlist2tf.netlist.graph import keep_outputs
+from netlist2tf.compile.protocol import TraceProtocol
+from netlist2tf.sim.simulator import TableStimulus
+from netlist2tf.run.verify import expected_tokens
 
 from cpu.fuzz import random_program
 from cpu.isa_tests import ISA_TESTS, TRAP_TESTS, hazard_programs, ram_needed
@@ -64,7 +64,7 @@ def check(compiled, images, max_steps=1_000_000):
 
 
 def test_the_frame(compiled):
-    """The frame (docs/CPU-MODEL.md 2): no token is emitted in every frame but the last: the pc's
+    """The frame (docs/design/cpu-model.md 2): no token is emitted in every frame but the last: the pc's
     low 4 word bits, m_busy, halted, pc_oob and m_pend (1); the halt's kind and cause (1) in the
     halting frame, a division's state while it runs (13: remainder, quotient, divisor, count and
     signs), a MULH's carry in its first frame (3), the trap conditions and the report flag once

@@ -17,7 +17,7 @@ from transformers import DynamicCache
 from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5GatedDeltaNet, Qwen3_5RMSNormGated
 
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.common.errors import Netlist2TFError
 from netlist2tf.gadgets import deltanet_memory as dm
 
 DTYPES = [torch.float32, torch.bfloat16]

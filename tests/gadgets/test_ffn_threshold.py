@@ -14,7 +14,7 @@ from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 from transformers.models.qwen3_5.modeling_qwen3_5 import (Qwen3_5DecoderLayer, Qwen3_5MLP,
                                                           Qwen3_5RMSNorm)
 
-from netlist2tf.errors import Netlist2TFError
+from netlist2tf.common.errors import Netlist2TFError
 from netlist2tf.gadgets.ffn_threshold import (Neuron, boolean_function, configure_mlp,
                                               threshold_gate)
 from netlist2tf.gadgets.layout import NORM_WEIGHT, ResidualLayout

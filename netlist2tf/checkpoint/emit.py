@@ -1,0 +1,190 @@
+"""Emit a compiled model as a checkpoint folder that stock ``transformers`` loads, and load it back.
+
+The folder holds ``config.json`` + ``model.safetensors`` + ``generation_config.json`` (written by
+``save_pretrained``: ``AutoModelForCausalLM.from_pretrained`` needs no custom code), the trace
+vocabulary ``trace_protocol.json`` (the one definition of the tokens: every host reads it), the netlist
+it was compiled from (``netlist.json``, so ``verify`` can simulate it), a tokenizer for the trace
+vocabulary (``tokenizer.json``: one readable name per token, netlist2tf.checkpoint.hf), the initial state as
+those names (``prompt.txt``: what a stock ``transformers`` user starts generating from) and ``compile.json``
+(settings, initial register values, the output ports kept when the model was compiled with only some
+of them, the figures, and the sha256 of the weights, config, protocol and netlist, checked on load).
+Writing is deterministic: the same design and settings give byte-identical files.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+from netlist2tf.weights import Compiled
+from netlist2tf.compile import CompileSettings, trace_protocol
+from netlist2tf.common import Netlist2TFError
+from netlist2tf.netlist import keep_outputs
+from netlist2tf.netlist import parse_netlist
+from netlist2tf.common import write_folder
+from netlist2tf.compile import TraceProtocol
+
+FORMAT = 4
+# the files whose sha256 compile.json records: a checkpoint whose weights, config, protocol or netlist
+# were changed after compiling is refused on load (they must agree; docs/design/compiler.md 7)
+SEALED = ("config.json", "model.safetensors", "trace_protocol.json", "netlist.json")
+
+
+def file_digest(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            h.update(block)
+    return h.hexdigest()
+
+
+def seal(folder, names=SEALED) -> dict:
+    """{file name: sha256} of ``names`` in ``folder``."""
+    return {n: file_digest(Path(folder) / n) for n in names}
+
+
+def check_seal(folder, record, names=SEALED, what="compile.json") -> None:
+    """Raise Netlist2TFError naming every file of ``names`` whose sha256 differs from ``record``."""
+    folder = Path(folder)
+    if not isinstance(record, dict):
+        raise Netlist2TFError(f"{folder}/{what} has no record of its files' hashes; recompile the checkpoint")
+    changed = [n for n in names if record.get(n) != file_digest(folder / n)]
+    if changed:
+        raise Netlist2TFError(f"{folder}: {', '.join(changed)} changed after the checkpoint was written (their "
+                              f"sha256 differs from the record in {what}), so the weights, config and trace "
+                              f"protocol may disagree; restore the files or write the checkpoint again")
+
+
+def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.float32, settings=None,
+                    force: bool = False):
+    """Write ``compiled`` to ``folder`` (replaced atomically: a failed or interrupted write leaves the
+    old one; a folder that is not one of ours is refused unless ``force``: netlist2tf.common.outputs)."""
+    from netlist2tf.common import quiet_transformers
+    from netlist2tf.checkpoint.hf import generation_settings, readable_register_names, token_names, write_tokenizer
+
+    netlist = parse_netlist(netlist_json)
+    if compiled.outputs is not None:
+        netlist = keep_outputs(netlist, list(compiled.outputs))
+    signals = {f"reg:{name}": signal for name, signal in readable_register_names(netlist).items()}
+
+    def write(tmp: Path):
+        model = compiled.model.to(dtype)
+        model.generation_config.update(**generation_settings(compiled.protocol))
+        with quiet_transformers():
+            model.save_pretrained(tmp)
+        (tmp / "trace_protocol.json").write_text(compiled.protocol.to_json(signals))
+        (tmp / "netlist.json").write_text(netlist_json)
+        write_tokenizer(compiled.protocol, tmp, netlist)
+        names = token_names(compiled.protocol, netlist)    # the initial state as a stock user types it
+        held = compiled.plan.settings.held if compiled.plan is not None else ()
+        folded = compiled.plan.settings.folded_writes if compiled.plan is not None else ()
+        preloaded = (compiled.plan.settings.preloaded_roms or ()) if compiled.plan is not None else ()
+        # The pairs the LM head reads as one-hot flags (at most one is 1 on any position, by the token
+        # selection's construction: docs/design/compiler.md): the merge may read them through a binary code.
+        emit = compiled.plan.fields.get("emit", ()) if compiled.plan is not None else ()
+        readout = {"one_hot": [list(emit)]} if len(emit) > 1 else {}
+        prompt = compiled.protocol.initial_tokens(compiled.initial_registers, compiled.initial_memory)
+        (tmp / "prompt.txt").write_text(" ".join(names[t] for t in prompt) + "\n")
+        meta = {"format": FORMAT, "chunk_bits": compiled.protocol.chunk_bits,
+                "initial_registers": compiled.initial_registers,
+                "initial_memory": {name: {str(a): w for a, w in words.items()}
+                                   for name, words in compiled.initial_memory.items()},
+                "dtype": str(dtype).split(".")[-1],
+                "outputs": None if compiled.outputs is None else list(compiled.outputs),
+                "gated": [[g, list(m)] for g, m in compiled.gated], "gated_writes": list(compiled.gated_writes),
+                **({"held": [[g, d, list(m)] for g, d, m in held]} if held else {}),
+                **({"folded_writes": list(folded)} if folded else {}),
+                **({"preloaded_roms": list(preloaded)} if preloaded else {}),
+                **({"readout": readout} if readout else {}),
+                "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
+        (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
+
+    size = sum(p.numel() for p in compiled.model.parameters()) * torch.empty((), dtype=dtype).element_size()
+    return write_folder(Path(folder), write, "checkpoint", force, size=size)
+
+
+def read_meta(folder, what="compile.json") -> dict:
+    folder = Path(folder)
+    try:
+        meta = json.loads((folder / what).read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise Netlist2TFError(f"{folder}/{what} is not JSON ({exc}); write the checkpoint again")
+    if not isinstance(meta, dict):
+        raise Netlist2TFError(f"{folder}/{what} is not a JSON object; write the checkpoint again")
+    return meta
+
+
+def trace_side(folder, meta: dict, sealed=SEALED):
+    """(protocol, netlist) of a checkpoint folder: the protocol read from ``trace_protocol.json`` (the
+    one source of truth for every host), after checking that the files in ``sealed`` are the ones
+    written and that the protocol is the one the netlist and the compile settings give."""
+    folder = Path(folder)
+    check_seal(folder, meta.get("sha256"), sealed)
+    protocol = TraceProtocol.from_json((folder / "trace_protocol.json").read_text(),
+                                       str(folder / "trace_protocol.json"))
+    netlist = parse_netlist((folder / "netlist.json").read_text(), str(folder / "netlist.json"))
+    try:
+        if meta.get("outputs") is not None:           # compiled with only these outputs
+            netlist = keep_outputs(netlist, meta["outputs"])
+        derived = trace_protocol(netlist, CompileSettings(chunk_bits=meta["chunk_bits"], gated=meta["gated"],
+                                                          gated_writes=meta["gated_writes"],
+                                                          held=meta.get("held", ()),
+                                                          folded_writes=meta.get("folded_writes", ()),
+                                                          preloaded_roms=meta.get("preloaded_roms", ())))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Netlist2TFError(f"{folder}/compile.json lacks or garbles {exc}; write the checkpoint again")
+    if derived != protocol:
+        raise Netlist2TFError(f"{folder}: trace_protocol.json is not the protocol of netlist.json with the "
+                              f"settings in compile.json; write the checkpoint again")
+    return protocol, netlist
+
+
+def load_hf_model(folder, dtype):
+    """``AutoModelForCausalLM.from_pretrained(folder)`` quietly (no loading bars, no notes about
+    optional kernels), as a Netlist2TFError naming the folder when transformers cannot load it."""
+    from transformers import AutoModelForCausalLM
+
+    from netlist2tf.common import quiet_transformers
+
+    try:
+        with quiet_transformers():
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    except Exception as exc:        # transformers raises many kinds; name the folder and the cause
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise Netlist2TFError(f"transformers could not load {folder}: {type(exc).__name__}: {first}")
+    return model.eval()
+
+
+def read_checkpoint(folder):
+    """(protocol, netlist, meta) of an emitted folder, every check of ``load_checkpoint`` made but
+    the model not loaded (the fast executor loads the weights its own way); the initial memory words
+    are ``meta["initial_memory"]`` ({address: word}, keys as ints)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise Netlist2TFError(f"{folder}: no such checkpoint folder; create one with `netlist2tf compile`")
+    for name in ("config.json", "model.safetensors", "compile.json", "netlist.json", "trace_protocol.json"):
+        if not (folder / name).is_file():
+            raise Netlist2TFError(f"{folder} is not a netlist2tf checkpoint: {name} is missing; "
+                                  f"create one with `netlist2tf compile`")
+    meta = read_meta(folder)
+    if meta.get("format") != FORMAT:
+        raise Netlist2TFError(f"{folder} was written by another netlist2tf version (format "
+                              f"{meta.get('format')!r}, this one reads {FORMAT}); recompile it")
+    protocol, netlist = trace_side(folder, meta)
+    meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
+                              for name, words in meta.get("initial_memory", {}).items()}
+    return protocol, netlist, meta
+
+
+def load_checkpoint(folder, dtype=None):
+    """(model, protocol, netlist, initial registers, meta) of an emitted folder; the initial memory
+    words are ``meta["initial_memory"]`` ({address: word}, keys as ints).
+
+    Raises Netlist2TFError naming the missing, malformed or changed file."""
+    protocol, netlist, meta = read_checkpoint(folder)
+    model = load_hf_model(folder, dtype or getattr(torch, meta.get("dtype", "float32"), torch.float32))
+    if model.config.vocab_size != protocol.vocab_size:
+        raise Netlist2TFError(f"{folder}: the model's vocabulary ({model.config.vocab_size}) does not "
+                              f"match its trace protocol ({protocol.vocab_size}); recompile it")
+    return model, protocol, netlist, meta["initial_registers"], meta

@@ -1,0 +1,28 @@
+"""Where netlist2tf keeps what it builds: one place, whatever the current directory.
+
+``build_dir()`` is, in order: the ``--build-dir`` given, ``$NETLIST2TF_BUILD_DIR``, the project's own
+``build/`` (a source checkout: the folder beside ``netlist2tf/`` holding ``pyproject.toml``), or
+``$XDG_CACHE_HOME/netlist2tf`` (``~/.cache/netlist2tf``) for an installed package. The synthesis cache
+(``synth/``), the C toolchain's cache (``cpu/``), the compiled CPU (``cpu-model/``), the default base
+(``base/``), saved teacher-forcing progress (``teacher-forced/``) and the default output folders
+(``compiled/``, ``reports/``, ``merged/``) live under it, so ``cpu run`` from another folder reuses the
+same 1.8 GB checkpoint instead of building a second one there.
+"""
+
+import os
+from pathlib import Path
+
+ENV = "NETLIST2TF_BUILD_DIR"
+# the folders under it that the commands manage themselves (never an --out)
+CACHES = ("synth", "cpu", "cpu-model", "base", "teacher-forced", "fast")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]      # netlist2tf/common/paths.py -> the checkout
+
+
+def build_dir(given=None) -> Path:
+    if given:
+        return Path(given)
+    if os.environ.get(ENV):
+        return Path(os.environ[ENV])
+    if (PROJECT_ROOT / "pyproject.toml").is_file() and (PROJECT_ROOT / "netlist2tf").is_dir():
+        return PROJECT_ROOT / "build"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "netlist2tf"

@@ -1,0 +1,238 @@
+"""Bits as signs: a pair-layout checkpoint's weights rewritten for one channel per bit (docs/design/compiler.md 1b).
+
+The compiler plans and writes every gadget in pairs (``gadgets.layout``: bit b as the channels
+``(b, 1 - b)``, which keeps every decoder RMSNorm an exact identity). Half of those channels carry no
+information: on every position, ``b + (1 - b)`` equals the constant channel ``one`` (1 on an active
+position, 0 on a merged model's text position, where the pair is (0, 0)). So a pair can be stored as ONE
+channel ``s = b - (1 - b)`` (+-1 on an active position, 0 where ``one`` is 0), whose square is 1 like
+the pair's ``b**2 + (1 - b)**2``: the same anchors keep ``sum(x**2) == 64 * hidden`` with half the
+channels, and the whole model (every matrix that reads or writes the residual stream, the embedding)
+shrinks by the ratio. The rewrite is linear and exact:
+
+* a matrix that READS the residual (FFN gate/up, DeltaNet in-projections, attention q/k/v, LM head)
+  with weights ``(u, v)`` on a pair reads ``u b + v (1 - b) = (u + v)/2 one + (u - v)/2 s``;
+* a matrix that WRITES it (FFN down, DeltaNet out, attention o) adds ``(+d, -d)`` to a pair (every
+  gadget does: the pair stays a bit) and so adds ``2 d`` to s; a write that is not balanced like that,
+  or that touches the constant, an anchor or a free channel, is refused (it would break the identity);
+* the embedding's rows hold ``s = b - (1 - b)``; the anchors are re-chosen for the new hidden size.
+
+Every rewritten weight is checked to be exactly representable in float32 and in bfloat16 (halves of
+the compiler's small integers are; a read's constant term ``(u + v)/2`` summed over many pairs may need
+more than bfloat16's 8 significant bits: it is then split between ``one`` and an anchor channel, whose
+value is a known constant). The models' sums stay sums of few integers and halves. ``unfold_state``
+is the inverse (the merge, docs/design/merge.md, works on pairs). Both only move weights: tests check the
+folded model against the netlist simulator through the real transformers modules, float32 and bfloat16.
+"""
+
+import torch
+
+from netlist2tf.common import Netlist2TFError
+from netlist2tf.gadgets import ResidualLayout
+
+# Qwen3.5's matrices by how they touch the residual stream (suffixes of the layer's state-dict keys)
+READERS = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "linear_attn.in_proj_qkv.weight",
+           "linear_attn.in_proj_z.weight", "linear_attn.in_proj_b.weight", "linear_attn.in_proj_a.weight",
+           "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight")
+WRITERS = ("mlp.down_proj.weight", "linear_attn.out_proj.weight", "self_attn.o_proj.weight")
+NORMS = ("input_layernorm.weight", "post_attention_layernorm.weight")
+EMBEDDING, LM_HEAD, FINAL_NORM = "model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"
+
+
+def _role(key: str) -> str | None:
+    if key == EMBEDDING:
+        return "embedding"
+    if key == LM_HEAD:
+        return "reader"
+    if key == FINAL_NORM:
+        return "norm"
+    if key.startswith("model.layers."):
+        rest = key.split(".", 3)[3]
+        if rest in READERS:
+            return "reader"
+        if rest in WRITERS:
+            return "writer"
+        if rest in NORMS:
+            return "norm"
+    return None
+
+
+def _residual_tensors(state: dict, out: dict, consume: bool = False):
+    """(key, role, float64 tensor) of every tensor of ``state`` that touches the residual stream;
+    the others are copied into ``out`` unchanged. ``consume``: take each tensor out of ``state`` as it
+    is reached (the others moved, not copied), so that a large model is never held twice."""
+    for key in list(state):
+        t = state.pop(key) if consume else state[key]
+        role = _role(key)
+        if role is None:
+            out[key] = t if consume else t.clone()
+        else:
+            yield key, role, t.double()
+
+
+def signed_layout(pairs: ResidualLayout, hidden_size: int | None = None) -> ResidualLayout:
+    """The signed layout of ``pairs``'s bits: at ``hidden_size`` (default the smallest standalone size)."""
+    n = pairs.n_pairs
+    return ResidualLayout.build(hidden_size or ResidualLayout.channels_needed(n, signed=True), n, signed=True)
+
+
+def _exact(w: torch.Tensor) -> bool:
+    """Every entry of the float64 ``w`` held exactly in float32 and in bfloat16."""
+    return (torch.equal(w.to(torch.float32).double(), w)
+            and torch.equal(w.to(torch.bfloat16).double(), w))
+
+
+def _split_constant(col: torch.Tensor, anchor: tuple[int, int] | None):
+    """``col`` (the constant channel's weights, float64) as ``c0 + value * c1`` with c0 and c1 exact
+    in bfloat16: (c0, c1), c1 None where col is exact already; raises where no split is exact."""
+    if _exact(col):
+        return col, None
+    bad = ~(col.to(torch.bfloat16).double() == col)
+    if anchor is None:
+        raise Netlist2TFError("a folded read's constant term is not exact in bfloat16 and the layout has no "
+                              "anchor to split it over; compile with --bits pairs")
+    value = anchor[1]
+    c1 = torch.zeros_like(col)
+    c1[bad] = (col[bad] / value).to(torch.bfloat16).double()
+    c0 = col - value * c1
+    if not (_exact(c0) and _exact(c1)):
+        raise Netlist2TFError("a folded read's constant term is not exact in bfloat16, even split over an "
+                              "anchor; compile with --bits pairs")
+    return c0, c1
+
+
+def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consume: bool = False) -> dict:
+    """``state`` (a pair-layout model's state dict) for the signed layout ``signed`` (same bits):
+    a new state dict, float32. Raises Netlist2TFError where a weight breaks the pair discipline.
+    ``consume``: empty ``state`` as it goes (its tensors freed once folded, when nothing else holds them)."""
+    if pairs.signed or not signed.signed or pairs.n_pairs != signed.n_pairs:
+        raise AssertionError("fold_state maps a pair layout onto a signed layout of the same bits")
+    n, Dp, Ds = pairs.n_pairs, pairs.hidden_size, signed.hidden_size
+    hi = torch.arange(n) * 2 + pairs.first_pair
+    lo = hi + 1
+    bits = torch.arange(n) + signed.first_pair
+    other = torch.ones(Dp, dtype=torch.bool)            # channels that must be untouched: anchors, free
+    other[pairs.one] = False
+    other[hi] = False
+    other[lo] = False
+    # the anchor a read's constant may be split over: the largest (every anchor row is fixed)
+    split = max(signed.anchors, key=lambda a: a[1]) if signed.anchors else None
+    out = {}
+    for key, role, w in _residual_tensors(state, out, consume):
+        if role == "norm":
+            if not bool((w == w[0]).all()):
+                raise Netlist2TFError(f"{key}: the decoder norm's weights differ between channels")
+            out[key] = torch.full((Ds,), float(w[0]), dtype=torch.float32)
+        elif role == "reader":
+            if bool(w[:, other].any()):
+                raise Netlist2TFError(f"{key} reads an anchor or a free channel; the signed layout cannot hold it")
+            new = torch.zeros(w.shape[0], Ds, dtype=torch.float64)
+            u, v = w[:, hi], w[:, lo]
+            new[:, bits] = (u - v) / 2
+            c0, c1 = _split_constant(w[:, pairs.one] + ((u + v) / 2).sum(dim=1), split)
+            new[:, signed.one] = c0
+            if c1 is not None:
+                new[:, split[0]] = c1
+            out[key] = new
+        elif role == "writer":
+            if bool(w[pairs.one].any()) or bool(w[other].any()):
+                raise Netlist2TFError(f"{key} writes the constant, an anchor or a free channel")
+            if bool((w[hi] + w[lo]).any()):
+                raise Netlist2TFError(f"{key} writes a pair unevenly (b and 1 - b must change by opposite "
+                                      f"amounts); the signed layout cannot hold it")
+            new = torch.zeros(Ds, w.shape[1], dtype=torch.float64)
+            new[bits] = w[hi] - w[lo]
+            out[key] = new
+        else:                                           # the embedding: residual rows
+            one = w[:, pairs.one]
+            if not torch.equal(w[:, hi] + w[:, lo], one[:, None].expand(-1, n)):
+                raise Netlist2TFError(f"{key}: a token's pair does not sum to its constant channel")
+            want = torch.zeros(w.shape[0], Dp, dtype=torch.float64)
+            for c, a in pairs.anchors:
+                want[:, c] = a * one
+            if not torch.equal(w[:, other], want[:, other]):
+                raise Netlist2TFError(f"{key}: a token's anchors or free channels are not the layout's")
+            new = torch.zeros(w.shape[0], Ds, dtype=torch.float64)
+            new[:, signed.one] = one
+            new[:, bits] = w[:, hi] - w[:, lo]
+            for c, a in signed.anchors:
+                new[:, c] = a * one
+            out[key] = new
+        if not _exact(out[key]):
+            raise Netlist2TFError(f"{key}: a folded weight is not exact in bfloat16; compile with --bits pairs")
+        out[key] = out[key].to(torch.float32)
+    return out
+
+
+def unfold_state(state: dict, signed: ResidualLayout, pairs: ResidualLayout) -> dict:
+    """The inverse of ``fold_state``: a signed-layout state dict for the pair layout ``pairs`` (same
+    bits), float32. A read of s becomes a read of b (twice the weight) less the constant; a read of an
+    anchor (a split constant) goes back to ``one``."""
+    if pairs.signed or not signed.signed or pairs.n_pairs != signed.n_pairs:
+        raise AssertionError("unfold_state maps a signed layout onto a pair layout of the same bits")
+    n, Dp = pairs.n_pairs, pairs.hidden_size
+    hi = torch.arange(n) * 2 + pairs.first_pair
+    lo = hi + 1
+    bits = torch.arange(n) + signed.first_pair
+    s_anchor = dict(signed.anchors)
+    rest = torch.ones(signed.hidden_size, dtype=torch.bool)
+    rest[signed.one] = False
+    rest[bits] = False
+    out = {}
+    for key, role, w in _residual_tensors(state, out):
+        if role == "norm":
+            out[key] = torch.full((Dp,), float(w[0]), dtype=torch.float32)
+            continue
+        if role == "reader":
+            extra = [c for c in torch.nonzero(w[:, rest].any(dim=0)).flatten().tolist()]
+            cols = torch.nonzero(rest).flatten()
+            const = w[:, signed.one].clone()
+            for j in extra:
+                c = int(cols[j])
+                if c not in s_anchor:
+                    raise Netlist2TFError(f"{key} reads a free channel of the signed layout")
+                const += s_anchor[c] * w[:, c]
+            new = torch.zeros(w.shape[0], Dp, dtype=torch.float64)
+            s = w[:, bits]
+            new[:, hi], new[:, pairs.one] = 2 * s, const - s.sum(dim=1)
+            if not _exact(new):                         # the symmetric form: +s on b, -s on 1 - b
+                new[:, hi], new[:, lo], new[:, pairs.one] = s, -s, const
+        elif role == "writer":
+            if bool(w[rest].any()) or bool(w[signed.one].any()):
+                raise Netlist2TFError(f"{key} writes the constant, an anchor or a free channel")
+            new = torch.zeros(Dp, w.shape[1], dtype=torch.float64)
+            new[hi], new[lo] = w[bits] / 2, -w[bits] / 2
+        else:
+            one = w[:, signed.one]
+            new = torch.zeros(w.shape[0], Dp, dtype=torch.float64)
+            new[:, pairs.one] = one
+            new[:, hi], new[:, lo] = (one[:, None] + w[:, bits]) / 2, (one[:, None] - w[:, bits]) / 2
+            for c, a in pairs.anchors:
+                new[:, c] = a * one
+        if not _exact(new):
+            raise Netlist2TFError(f"{key}: an unfolded weight is not exact in bfloat16")
+        out[key] = new.to(torch.float32)
+    return out
+
+
+def bits_layout_of(emb: torch.Tensor) -> ResidualLayout:
+    """The layout of a compiled checkpoint, read back from its embedding (constant channel 0, then the
+    bits as pairs (0/1 values) or signs (+-1), then anchors: the first of them is the first channel every
+    token holds at the same value >= 2; the last may be 1), checked against ``ResidualLayout.build``."""
+    D = emb.shape[1]
+    if not bool((emb[:, 0] == 1).all()):
+        raise Netlist2TFError("its embedding has no constant channel 0: it was not compiled by netlist2tf")
+    same = (emb == emb[0]).all(dim=0) & (emb[0] >= 2)
+    chans = torch.nonzero(same).flatten().tolist()
+    if not chans or chans != list(range(chans[0], chans[-1] + 1)):
+        raise Netlist2TFError("its embedding has no anchor channels after the bits: it was not "
+                              "compiled by netlist2tf")
+    signed = bool((emb[:, 1:chans[0]] < 0).any())
+    n = chans[0] - 1 if signed else (chans[0] - 1) // 2
+    if not signed and chans[0] % 2 == 0:
+        raise Netlist2TFError("its embedding's bit pairs do not end before the anchors: it was not "
+                              "compiled by netlist2tf")
+    layout = ResidualLayout.build(D, n, signed=signed)
+    if layout.anchors != tuple((c, int(emb[0, c])) for c, _ in layout.anchors) or not all(
+            bool((emb[:, c] == v).all()) for c, v in layout.anchors):
+        raise Netlist2TFError("its anchors are not the ones netlist2tf chooses for its hidden size")
+    return layout
