@@ -11,7 +11,7 @@ Steps, each skipped when its folder is already there (``--dir``):
 3. hi.c and the four hazard programs teacher-forced by stock transformers on the merged model, after 0
    and after 50 text tokens (greedy over the whole merged vocabulary), every record against unicorn;
 4. ``--programs`` of the table generated on the merged model by the fast executor (netlist2tf.run.fast: its
-   equality with the stock forward is tests/test_fast.py's, layer by layer, and it checks at every
+   equality with the stock forward is tests/run/test_fast.py's, layer by layer, and it checks at every
    position that the base layers add exactly zero), every record against unicorn.
 
 Prints the sizes (compiled, base and merged parameters; hidden sizes; the merged residual's channels)

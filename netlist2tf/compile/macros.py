@@ -306,7 +306,7 @@ def expand_mul(cell: Cell, next_net: int, used: set, absorb: dict | None = None)
     3. the two remaining rows added by the carry-lookahead adder of ``$alu`` (3 levels).
 
     A 32 x 32 -> 32 multiplier is 6 levels, a 32 x 16 product plus a 32-bit addend too
-    (``tests/test_multiplier.py``; ``bench/compile_figures.py --macros`` prints the rest). Only the
+    (``tests/compile/test_multiplier.py``; ``bench/compile_figures.py --macros`` prints the rest). Only the
     columns up to the highest used output bit are built. Every count stays <= 256 (bfloat16-exact):
     a column higher than that is refused.
 

@@ -16,7 +16,7 @@ bits the addend takes), the fused terms add ``2**k * S``; the two agree modulo t
 ``2**W`` when ``k + m >= W`` or when S's range (from its operands' widths and signedness) fits in m
 bits as the addend reads them (unsigned: ``0 <= S < 2**m``; signed: ``-2**(m-1) <= S < 2**(m-1)``).
 Otherwise the cells stay as they are. Checked against Python's integers on random operands through
-the netlist simulator (tests/test_multiplier.py).
+the netlist simulator (tests/compile/test_multiplier.py).
 """
 
 import json

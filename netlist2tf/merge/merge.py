@@ -635,7 +635,7 @@ def _unit_norm_weight(D: int, ones: int, eps: float, dtype) -> tuple[float, floa
     head's trace rows are divided by v, their ``one`` column by o v: exact). The norm computes
     fl(r * fl(1 + w)), r = rsqrt(mean square + eps); v is the power of two in (r / 2, r], so 1 + w
     = v / r lies in [0.5, 1), where it reaches every value of its grid; in float32 that grid is still
-    coarser than the window that rounds to v for some r (tests/test_merge.py's sweep of widths meets
+    coarser than the window that rounds to v for some r (tests/merge/test_merge.py's sweep of widths meets
     such r), and another o moves r. bfloat16: always o = 1 (its 1 + w steps 2^-9 at most, finer than its window)."""
     from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm
 

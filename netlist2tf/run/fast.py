@@ -24,7 +24,7 @@ accumulation gives the exact sum; where the stock float32 product is exact too (
 engineers: every pre-activation is an integer well inside float32's and bfloat16's exact range, or a
 large negative that silu sends to zero), the two round to the same value. Left-out products with zero
 can only change the sign of a zero. Every other operation is the stock one on the same values in the
-same dtype. ``tests/test_fast.py`` checks this claim instead of trusting it: the hidden state after
+same dtype. ``tests/run/test_fast.py`` checks this claim instead of trusting it: the hidden state after
 every layer and the greedy token at every position equal stock transformers', float32 and bfloat16.
 
 The executor refuses (``FastUnsupported``, a Netlist2TFError naming the reason) a checkpoint outside

@@ -15,7 +15,7 @@ from hdl.rv32 import core as core_module
 from netlist2tf.gadgets.layout import ResidualLayout
 from netlist2tf.netlist.ir import parse_netlist
 from netlist2tf.report.build import validate_report
-from tests.test_report import margins_from_weights
+from tests.report.test_report import margins_from_weights
 
 pytestmark = pytest.mark.xdist_group("cpu-model")
 BUILD = Path(__file__).resolve().parents[2] / "build"

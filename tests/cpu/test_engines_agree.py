@@ -1,20 +1,14 @@
-"""Every engine against the reference machine (unicorn), one retirement record per instruction.
-
-The same tests run for every engine in ENGINES_UNDER_TEST (a fixture parametrised over them, so none
-can be skipped by accident): the program table (console output and exit code also checked against the
-table's independently computed expectations), one self-checking program per instruction, the trap
-programs, a step-limited infinite loop, and fuzzed random instruction streams.
+"""Fuzzed random instruction streams in bulk: thousands of them on the netlist simulator's batch path,
+and a few through each engine's single-instance path, against unicorn, one retirement record per
+instruction. (The program table, the ISA programs, the traps, the hazards and the step limit are the
+one case table's: tests/cpu/cases.py, run on every engine by tests/cpu/test_cases.py.)
 """
 
 import pytest
 
-from cpu.elf import load_elf
 from cpu.fuzz import random_program
-from cpu.isa_tests import ISA_TESTS, TRAP_TESTS, loop_forever_program, ram_needed
 from cpu.machine import Halt
 from cpu.netlist_engine import run_netlist, run_netlist_batch
-from cpu.programs import PROGRAMS
-from cpu.toolchain import compile_c
 from cpu.unicorn_ref import run_unicorn
 
 ENGINES_UNDER_TEST = {"netlist": run_netlist}
@@ -34,45 +28,6 @@ def assert_same_run(ref, got, what=""):
     assert got.console == ref.console, f"{what}: console output differs"
     assert got.halt == ref.halt, f"{what}: halt {got.halt} vs reference {ref.halt}"
     assert got.instructions == ref.instructions
-
-
-@pytest.mark.parametrize("prog", PROGRAMS, ids=[p.name for p in PROGRAMS])
-def test_program_table(engine, prog):
-    image = load_elf(compile_c(prog.path))
-    ref = run_unicorn(image)
-    got = engine(image)
-    assert_same_run(ref, got, prog.name)
-    assert got.console == prog.expected_output
-    assert got.halt.kind == Halt.EXIT and got.halt.exit_code == prog.expected_exit
-
-
-@pytest.mark.parametrize("name", sorted(ISA_TESTS))
-def test_instruction(engine, name):
-    image = ISA_TESTS[name]()
-    ram = max(4096, 1 << (ram_needed(image) - 1).bit_length())
-    ref = run_unicorn(image, ram_size=ram)
-    got = engine(image, ram_size=ram)
-    assert_same_run(ref, got, name)
-    # Self-checking: a0 holds the number of the first failing case (0 = all passed).
-    assert got.halt.exit_code == 0, f"{name}: case {got.halt.exit_code} failed"
-
-
-@pytest.mark.parametrize("name", sorted(TRAP_TESTS))
-def test_trap(engine, name):
-    case = TRAP_TESTS[name]()
-    ref = run_unicorn(case.image)
-    got = engine(case.image)
-    assert_same_run(ref, got, name)
-    assert got.halt == Halt(Halt.TRAP, case.pc, 0, case.cause)
-    assert got.instructions == case.retired
-
-
-def test_step_limit(engine):
-    image = loop_forever_program()
-    ref = run_unicorn(image, max_steps=500)
-    got = engine(image, max_steps=500)
-    assert_same_run(ref, got, "loop forever")
-    assert got.halt.kind == Halt.STEP_LIMIT and got.instructions == 500
 
 
 def test_fuzzed_programs_netlist(request):

@@ -5,15 +5,15 @@ simulator's whole token trace (every generated token; the netlist simulator itse
 against unicorn record by record in test_engines_agree.py, and the trace decoded by the host
 against unicorn's records here).
 
-The checkpoint (~500 M parameters) is built once into build/cpu-model/ (cached by the hash of its
-inputs) and every model test runs in one xdist group. CI runs a representative subset: the hazard
-programs generated in float32 with the prompt prefilled (batch 4; in bfloat16 token by token, batch
-8, with ``-m slow``: 2 minutes), the sample program ``hi``, two compact fuzzed programs teacher-forced, every trap
-program teacher-forced, ``cpu run`` on ``hi`` (speculative decoding, and ``--teacher-forced``), a
-wrong model's divergence and speculative decoding's fallback to plain generation on a wrong model.
-``--model-fuzz N`` (e.g. 100) checks N compact fuzzed programs teacher-forced, ``--model-fuzz-generated
-N`` by batched generation;
-``-m slow`` adds the program table's remaining programs, teacher-forced.
+The checkpoint (~430 M parameters) is built once into build/cpu-model/ (cached by the hash of its
+inputs) and every model test runs in one xdist group. The programs, traps, hazards, ISA programs and
+fuzz seeds themselves are the one case table's (tests/cpu/cases.py, run teacher-forced on this model
+by tests/cpu/test_cases.py); here: the hazard programs generated in float32 with the prompt
+prefilled (batch 4; in bfloat16 token by token, batch 8, with ``-m slow``), the sample program
+``hi``, ``cpu run`` on ``hi`` (speculative decoding, and ``--teacher-forced``), a wrong model's
+divergence and speculative decoding's fallback to plain generation on a wrong model, the merge.
+``--model-fuzz N`` (e.g. 100) checks N compact fuzzed programs teacher-forced in batches,
+``--model-fuzz-generated N`` by batched generation.
 """
 
 from pathlib import Path
@@ -24,9 +24,8 @@ import torch
 
 from cpu.fuzz import random_program
 from cpu.machine import Halt
-from cpu.isa_tests import ISA_TESTS, hazard_programs, ram_needed
+from cpu.isa_tests import hazard_programs
 from cpu.model_engine import MODEL_RAM_SIZE, check_model_batch, load_model, run_model_batch
-from cpu.programs import PROGRAMS
 from cpu.unicorn_ref import run_unicorn
 from netlist2tf.merge import text_prefix_tokens
 
@@ -143,35 +142,6 @@ def _teacher_forced(images, dtype=torch.float32, device="cpu", threads=1, resume
                                 resume_dir=resume_dir, build_dir=BUILD)
     _same(results, refs)
     return sum(r.tokens for r in results)
-
-
-def test_fuzzed_subset_teacher_forced(model):
-    images = [random_program(seed, 12, RAM, compact=True) for seed in (1, 2)]
-    assert _teacher_forced(images) > 0
-
-
-@pytest.mark.slow     # ~5 min on 2 cores (36 programs, bfloat16): the default suite's budget
-def test_every_trap_teacher_forced(model):
-    """The 36 trap programs (every cause the machine raises: illegal encodings, misaligned fetch
-    targets, misaligned and faulting loads and stores, unsupported ecall) in one batch, bfloat16: the
-    model's trace decodes to unicorn's halt (cause, pc) and records, and the cause is the one each
-    program was written to raise."""
-    from cpu.isa_tests import TRAP_TESTS
-
-    cases = [TRAP_TESTS[name]() for name in sorted(TRAP_TESTS)]
-    refs = [run_unicorn(c.image, ram_size=RAM) for c in cases]
-    results = check_model_batch([c.image for c in cases], RAM, dtype=torch.bfloat16, build_dir=BUILD)
-    _same(results, refs)
-    assert [(r.halt.kind, r.halt.cause, r.halt.pc) for r in results] == [(Halt.TRAP, c.cause, c.pc) for c in cases]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(n for n, f in ISA_TESTS.items() if ram_needed(f()) <= RAM))
-def test_isa_program_teacher_forced(request, model, name):
-    """The self-checking ISA programs that fit the model's RAM (all 51 in 64 KiB), one
-    per instruction, teacher-forced: 82,000 cycles in all (~3 hours in bfloat16 on one core)."""
-    img = ISA_TESTS[name]()
-    assert _teacher_forced([img], *_options(request), resume_dir=BUILD / "teacher-forced") > 0
 
 
 def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
@@ -301,22 +271,6 @@ def test_fuzzed_generated(request, model):
         images = [random_program(1000 + s, 12, RAM, compact=True) for s in range(start, min(n, start + 10))]
         refs = [run_unicorn(img, ram_size=RAM) for img in images]
         _same(run_model_batch(images, RAM, build_dir=BUILD), refs)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", [p.name for p in PROGRAMS])
-def test_program_table_teacher_forced(request, model, name):
-    """The program table (the model's 64 KiB RAM) on the model, teacher-forced against the netlist simulator
-    (0.5-5 hours per program in bfloat16 on one core here, --model-dtype bfloat16; --model-threads 2
-    ~1.8x faster: run selectively, e.g. -k hello). Progress is saved every 5 minutes under
-    build/teacher-forced/: a run stopped part-way continues where it was when run again."""
-    from cpu.elf import load_elf
-    from cpu.programs import PROGRAMS_BY_NAME
-    from cpu.toolchain import compile_c
-
-    img = load_elf(compile_c(PROGRAMS_BY_NAME[name].path, ram_size=RAM), ram_size=RAM)
-    # progress saved every 5 minutes: a run stopped part-way continues there (same model and trace)
-    assert _teacher_forced([img], *_options(request), resume_dir=BUILD / "teacher-forced") > 0
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Adders, comparisons and shifts of many widths, for the compiler's macros (tests/test_macros.py)."""
+"""Adders, comparisons and shifts of many widths, for the compiler's macros (tests/compile/test_macros.py)."""
 
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring

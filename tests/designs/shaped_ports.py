@@ -1,6 +1,6 @@
 """Designs whose ports have ``ShapeCastable`` shapes (``lib.enum`` enums, ``lib.data`` structs, unions
 and arrays, nested and with signed members): the netlist sees each as one plain bit vector, Amaranth's
-simulator as a view (``tests/test_shaped_ports.py``)."""
+simulator as a view (``tests/frontend/test_shaped_ports.py``)."""
 
 from amaranth import Elaboratable, Module, Signal, signed
 from amaranth.lib import data, enum, wiring

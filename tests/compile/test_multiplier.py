@@ -4,7 +4,7 @@ once), every output bit must be 0/1 and equal the product (or sum of products an
 Python computes from the operands' values; exhaustive at 4 and 8 bits, random and corner operands at
 16 and 32. Also: the simulator's and the prover's ``$macc_v2`` against Python, what Yosys's macro
 flow keeps, the depth the docs promise, and the bfloat16 range of every neuron.
-The model-level check (a multiplier compiled and run by transformers) is tests/test_compile_e2e.py."""
+The model-level check (a multiplier compiled and run by transformers) is tests/run/test_compile_e2e.py."""
 
 import itertools
 import random

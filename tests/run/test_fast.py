@@ -20,9 +20,8 @@ from netlist2tf.netlist.ir import parse_netlist
 from netlist2tf.run.verify import expected_tokens
 
 from cpu.model_engine import MODEL_RAM_SIZE as RAM
-from cpu.programs import PROGRAMS
 
-# every example design at its fewest layers (as tests/test_compile_e2e.py compiles them); the ALU
+# every example design at its fewest layers (as tests/run/test_compile_e2e.py compiles them); the ALU
 # (11 layers, 331 M parameters) is a slow case
 DESIGNS = [("hdl.examples.counter:Counter", 4), ("hdl.examples.lfsr:LFSR", 4),
            ("hdl.examples.multiplier:PipelinedMultiplier", 8), ("hdl.examples.fifo:FIFO", 7),
@@ -159,7 +158,7 @@ def cpu_trace():
     from cpu.model_engine import _draft_run, load_model
     from netlist2tf.sim.simulator import TableStimulus
 
-    image = load_program(Path(__file__).resolve().parent.parent / "cpu" / "programs" / "hi.c", ram_size=RAM)
+    image = load_program(Path(__file__).resolve().parents[2] / "cpu" / "programs" / "hi.c", ram_size=RAM)
     model, protocol, netlist, inits, meta, folder = load_model()
     cycles = _draft_run(model, protocol, [image], RAM, 1000, None)
     mems = [{**meta["initial_memory"], "ram": image.words()}]
@@ -253,65 +252,12 @@ def test_cpu_programs_generated_by_the_fast_executor_equal_unicorn(capsys):
     from cpu.model_engine import run_model_batch
     from cpu.unicorn_ref import run_unicorn
 
-    hi = load_program(Path(__file__).resolve().parent.parent / "cpu" / "programs" / "hi.c", ram_size=RAM)
+    hi = load_program(Path(__file__).resolve().parents[2] / "cpu" / "programs" / "hi.c", ram_size=RAM)
     trap = Image.from_words(asm.li(5, 0x3001) + [asm.lw(6, 5, 0)])           # a misaligned load
     for image in (hi, trap):
         (got,) = run_model_batch([image], executor="fast")
         want = run_unicorn(image, ram_size=RAM, max_steps=1_000_000)
         assert (got.console, got.halt, got.records) == (want.console, want.halt, want.records)
-
-
-def _fast_teacher_forced(images):
-    from cpu.model_engine import check_model_batch
-    from cpu.unicorn_ref import run_unicorn
-
-    refs = [run_unicorn(img, ram_size=RAM) for img in images]
-    results = check_model_batch(images, executor="fast", log=lambda m: None)
-    for r, ref in zip(results, refs):
-        assert (r.console, r.halt, r.records) == (ref.console, ref.halt, ref.records)
-
-
-@pytest.mark.xdist_group("cpu-model")
-def test_traps_hazards_and_fuzzed_programs_teacher_forced_by_the_fast_executor():
-    """The 4 hazard programs and a compact fuzzed program (a trap program is generated above; the slow case
-    below runs all 36 traps and 100 fuzzed programs): the fast executor's greedy choice at every
-    generated position of the netlist simulator's trace is the trace's token (check_model_batch),
-    and the decoded runs equal unicorn's. (The stock model is proved equal to the same traces by
-    tests/cpu/test_model_engine.py, so the executor's tokens are the stock model's there.)"""
-    from cpu.fuzz import random_program
-    from cpu.isa_tests import TRAP_TESTS, hazard_programs
-
-    _fast_teacher_forced(list(hazard_programs().values()) + [random_program(1, 12, RAM, compact=True)])
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("cpu-model")
-def test_every_trap_and_100_fuzzed_programs_teacher_forced_by_the_fast_executor():
-    from cpu.fuzz import random_program
-    from cpu.isa_tests import TRAP_TESTS
-
-    _fast_teacher_forced([TRAP_TESTS[name]().image for name in sorted(TRAP_TESTS)])
-    for start in range(0, 100, 10):
-        _fast_teacher_forced([random_program(1000 + s, 12, RAM, compact=True) for s in range(start, start + 10)])
-
-
-@pytest.mark.slow
-@pytest.mark.xdist_group("cpu-model")
-@pytest.mark.parametrize("name", [p.name for p in PROGRAMS])
-def test_program_table_generated_by_the_fast_executor(name):
-    """Each table program generated end to end by the fast executor (minutes each here): output, exit
-    code and every record equal to unicorn's."""
-    from cpu.cli import load_program
-    from cpu.model_engine import run_model_batch
-    from cpu.programs import PROGRAMS_BY_NAME
-    from cpu.unicorn_ref import run_unicorn
-
-    prog = PROGRAMS_BY_NAME[name]
-    image = load_program(prog.path, ram_size=RAM)
-    (got,) = run_model_batch([image], max_steps=10_000_000, executor="fast", log=lambda m: None)
-    want = run_unicorn(image, ram_size=RAM, max_steps=10_000_000)
-    assert got.console == prog.expected_output and got.halt.exit_code == prog.expected_exit
-    assert (got.console, got.halt, got.records) == (want.console, want.halt, want.records)
 
 
 @pytest.mark.parametrize("design,layers", [DESIGNS[0], DESIGNS[3]], ids=["Counter", "FIFO"])

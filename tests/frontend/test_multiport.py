@@ -20,7 +20,7 @@ from netlist2tf.frontend.reference import run_amaranth
 from netlist2tf.sim.simulator import RandomStimulus, Simulator
 from netlist2tf.run.verify import verify_teacher_forced
 
-DESIGNS = Path(__file__).parent / "designs"
+DESIGNS = Path(__file__).parent.parent / "designs"
 # design -> (source file, write ports, the (address, enable) inputs of each port)
 CASES = {
     "TwoWritePorts": ("unusual.py", 2, [("wa0", "we0"), ("wa1", "we1")]),

@@ -114,7 +114,7 @@ def test_report_says_how_each_memory_was_lowered(build_dir):
     read through DeltaNet banks in the layer the schedule put the read."""
     from netlist2tf.compile.plan import CompileSettings, plan_model
     from pathlib import Path
-    designs = Path(__file__).parent / "designs"
+    designs = Path(__file__).parent.parent / "designs"
     plan = plan_model(parse_netlist(synthesize(f"{designs}/constructs.py:Rom16x8", "macro", build_dir).json_text),
                       CompileSettings(layers=4))
     (rom,) = build_report(plan)["memories"]
@@ -140,7 +140,7 @@ def test_report_says_which_way_a_rom_was_held_and_why(build_dir):
 
     from netlist2tf.compile.plan import CompileSettings, plan_model
     from tests.designs.constructs import _table
-    designs = Path(__file__).parent / "designs"
+    designs = Path(__file__).parent.parent / "designs"
     nl = parse_netlist(synthesize(f"{designs}/constructs.py:Rom16x8", "macro", build_dir).json_text)
     auto = plan_model(nl, CompileSettings(layers=4))
     (port,) = build_report(auto)["memories"][0]["read_ports"]

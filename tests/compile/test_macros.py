@@ -1,7 +1,7 @@
 """The $alu macro (netlist2tf/compile/macros.py) against the netlist simulator's $alu, without any model:
 the threshold circuit is evaluated on integers, every output bit must be 0/1 and equal the simulator's
 for every input tried (exhaustive for narrow cells; random plus carry-chain patterns for wide ones).
-The model-level checks are in tests/test_lower.py and tests/test_compile_e2e.py."""
+The model-level checks are in tests/compile/test_lower.py and tests/run/test_compile_e2e.py."""
 
 import itertools
 import random
@@ -17,7 +17,7 @@ from netlist2tf.compile.schedule import schedule, verify
 from netlist2tf.sim.simulator import Simulator
 from netlist2tf.compile.target import Target
 
-DESIGNS = Path(__file__).parent / "designs"
+DESIGNS = Path(__file__).parent.parent / "designs"
 
 
 def _alu(aw, bw, yw, a_signed, b_signed, bi, ci):

@@ -122,10 +122,10 @@ def test_too_deep_names_path_and_numbers(build_dir):
 
 
 def test_two_write_ports_outside_the_compile_flows_are_refused_clearly(build_dir):
-    """The compile flows split such a memory (tests/test_multiport.py); a netlist made otherwise (the
+    """The compile flows split such a memory (tests/frontend/test_multiport.py); a netlist made otherwise (the
     word flow) is refused with the way out."""
     from pathlib import Path
-    design = f"{Path(__file__).parent}/designs/unusual.py:TwoWritePorts"
+    design = f"{Path(__file__).parent.parent}/designs/unusual.py:TwoWritePorts"
     nl = parse_netlist(synthesize(design, "word", build_dir).json_text)
     with pytest.raises(Netlist2TFError, match=r"memory mem \(2 write ports\) at .*unusual.py:\d+: .*the "
                                               r"compile flows \(lut, macro, macro6\) rewrite .*--flow macro"):
@@ -224,7 +224,7 @@ def test_reads_spread_over_deltanet_layers_on_qwen_shapes(tmp_path, build_dir):
     cfg.update(linear_num_key_heads=6, linear_num_value_heads=12)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     target = Target.from_config_json(tmp_path / "config.json", layers=8)
-    result = synthesize(f"{Path(__file__).parent}/designs/unusual.py:BigRam", "macro", build_dir)
+    result = synthesize(f"{Path(__file__).parent.parent}/designs/unusual.py:BigRam", "macro", build_dir)
     compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(target=target), prove=False)
     assert compiled.stats["deltanet_key_heads"] == [6, 6, 6, 6, 1, 0, 0, 0]
     sched = compiled.plan.schedule
@@ -376,7 +376,7 @@ def alu_folder(tmp_path_factory, build_dir):
 def test_alu_in_11_layers_teacher_forced(dtype, alu_folder):
     """The ALU (every Amaranth operator; its 8-bit dividers one-layer macros, issue 22) compiled in
     11 layers: 1,000 cycles x 4 rows teacher-forced by the fast executor (equal to the stock forward
-    layer by layer on this model: tests/test_fast.py), and the stock forward itself on the first 20
+    layer by layer on this model: tests/run/test_fast.py), and the stock forward itself on the first 20
     cycles x 4 rows (the model has 331 M dense parameters: stock float32 checks ~25 tokens/s here, and
     stock bfloat16 ~15 on a machine without bfloat16 matrix instructions, where all 1,000 x 4 cycles
     would take hours)."""
@@ -399,7 +399,7 @@ def test_two_memories_written_in_one_cycle(tmp_path, build_dir):
 
     from netlist2tf.run.verify import verify_teacher_forced
 
-    design = f"{Path(__file__).parent}/designs/unusual.py:TwoMemories"
+    design = f"{Path(__file__).parent.parent}/designs/unusual.py:TwoMemories"
     result = synthesize(design, "macro", build_dir)
     nl = parse_netlist(result.json_text)
     compiled = compile_netlist(nl, CompileSettings(layers=6), prove=False)
@@ -575,7 +575,7 @@ def test_design_without_inputs_runs_by_stock_generate(tmp_path, build_dir):
 
     from netlist2tf.run.verify import expected_tokens, verify_teacher_forced
 
-    design = f"{Path(__file__).parent}/designs/free_running.v"
+    design = f"{Path(__file__).parent.parent}/designs/free_running.v"
     result = synthesize(design, "macro", build_dir)
     compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=4), prove=False)
     assert compiled.protocol.inputs == () and compiled.protocol.ports

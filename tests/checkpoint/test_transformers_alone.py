@@ -246,7 +246,7 @@ def test_design_without_inputs_runs_cycles_in_one_generate_call(tmp_path, build_
 
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    result = synthesize(f"{Path(__file__).parent}/designs/free_running.v", "macro", build_dir)
+    result = synthesize(f"{Path(__file__).parent.parent}/designs/free_running.v", "macro", build_dir)
     netlist = parse_netlist(result.json_text)
     compiled = compile_netlist(netlist, CompileSettings(layers=4), prove=False)
     folder = emit_checkpoint(compiled, result.json_text, tmp_path / "free")
@@ -339,7 +339,7 @@ def test_the_readme_example_runs_as_written(tmp_path, build_dir, capsys):
 
     from netlist2tf import cli
 
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     section = readme.split("## Using a compiled checkpoint with transformers alone", 1)[1]
     code = section.split("```python\n", 1)[1].split("```", 1)[0]
     folder = tmp_path / "counter-model"

@@ -19,7 +19,7 @@ from netlist2tf.netlist.ir import parse_netlist
 from netlist2tf.sim.simulator import RandomStimulus, Simulator, TableStimulus, _arith_generic
 from netlist2tf.netlist.validate import SUPPORTED_CELLS
 
-DESIGNS = Path(__file__).parent / "designs"
+DESIGNS = Path(__file__).parent.parent / "designs"
 
 
 @pytest.mark.parametrize("op, a, b, expected", [

@@ -19,7 +19,7 @@ from netlist2tf.frontend.reference import run_amaranth
 from netlist2tf.sim.simulator import RandomStimulus, Simulator
 from netlist2tf.run.verify import verify_teacher_forced
 
-DESIGNS = Path(__file__).parent / "designs"
+DESIGNS = Path(__file__).parent.parent / "designs"
 ROMS = ["Rom16x8", "Rom1024x16", "CaseRom"]
 
 
@@ -161,7 +161,7 @@ def test_alu_fits_11_layers(build_dir):
     """The example ALU (every Amaranth operator, 8-bit division and remainder signed and unsigned)
     plans into 11 layers: its dividers are one-layer macros (divider.py), not Yosys's subtract-and-
     compare chains (19 layers before them). Compiled and run on the model: the slow
-    tests/test_compile_e2e.py::test_alu_in_11_layers_teacher_forced."""
+    tests/run/test_compile_e2e.py::test_alu_in_11_layers_teacher_forced."""
     from netlist2tf.compile.macros import DIV_CELLS
     from netlist2tf.compile.plan import CompileSettings, plan_model
     nl = parse_netlist(synthesize("hdl.examples.alu:ALU", "macro", build_dir).json_text)

@@ -12,7 +12,7 @@ from netlist2tf.netlist.ir import parse_netlist
 from netlist2tf.frontend.reference import run_amaranth
 from netlist2tf.sim.simulator import RandomStimulus, Simulator, TableStimulus
 
-DESIGNS = Path(__file__).parent / "designs"
+DESIGNS = Path(__file__).parent.parent / "designs"
 CYCLES = 2000
 
 

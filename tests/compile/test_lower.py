@@ -46,7 +46,7 @@ def _stack(target, layout, neurons, dtype):
     ("hdl.examples.counter:Counter", "lut"), ("hdl.examples.lfsr:LFSR", "lut"),
     ("hdl.examples.multiplier:PipelinedMultiplier", "lut"),
     ("hdl.examples.multiplier:PipelinedMultiplier", "macro"),
-    (f"{Path(__file__).parent}/designs/arith.py:Arith", "macro")])
+    (f"{Path(__file__).parent.parent}/designs/arith.py:Arith", "macro")])
 def test_logic_through_decoder_layers(design, flow, dtype, build_dir):
     nl = parse_netlist(synthesize(design, flow, build_dir).json_text)
     probe = schedule(nl, Target.standalone())

@@ -10,7 +10,7 @@ from netlist2tf.frontend.synth import synthesize
 from netlist2tf.netlist.graph import combinational_order, netlist_graph
 from netlist2tf.netlist.ir import CONST0, CONST1, parse_netlist
 
-ROOT = str(Path(__file__).resolve().parents[1])
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def _dump(design, build_dir, flow="word"):

@@ -25,7 +25,7 @@ from netlist2tf.compile.plan import CompileSettings, plan_model, resolve_groups
 # passes until nothing moves (issue 18: the CPU's one-cycle multiplier; was 6f56bf9d...).
 # A change here means the weights changed, which needs a reason (and the CPU's proofs re-run), not
 # a new number. These are the pair-layout weights (``bits="pairs"``); the signed checkpoint is their
-# fold (netlist2tf.weights.signed, checked against the pair model in tests/test_signed.py).
+# fold (netlist2tf.weights.signed, checked against the pair model in tests/weights/test_signed.py).
 BEFORE_SPLIT = {
     ("hdl.examples.counter:Counter", 4, None):
         "b9b3b046818c06bb4cba227c3faf232b83da00ab9b9e6ba7794b18d12b8169f8",
@@ -195,7 +195,7 @@ def test_reads_move_to_lower_the_widest_deltanet_layer(build_dir):
     from netlist2tf.compile.target import Target
     from netlist2tf.run.verify import verify_teacher_forced
 
-    nl = parse_netlist(synthesize(f"{Path(__file__).parent}/designs/two_reads.v", "macro", build_dir).json_text)
+    nl = parse_netlist(synthesize(f"{Path(__file__).parent.parent}/designs/two_reads.v", "macro", build_dir).json_text)
     plain = schedule(nl, Target.standalone(layers=5))
     assert sorted(plain.read_layer.values()) == [1, 1, 2]
     compiled = compile_netlist(nl, CompileSettings(layers=5, head_dim=16))

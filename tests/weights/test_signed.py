@@ -1,7 +1,7 @@
 """Bits as signs (netlist2tf.weights.signed): one residual channel per bit instead of a pair.
 
 Oracles: the pair-layout model of the same plan (its hidden states after every layer, read through
-the hand-checkable map s = b - (1 - b)), the netlist simulator's traces (tests/test_compile_e2e.py
+the hand-checkable map s = b - (1 - b)), the netlist simulator's traces (tests/run/test_compile_e2e.py
 runs every design on the signed checkpoints, the default), the real Qwen3_5RMSNorm, and hand-made
 weights that break the pair discipline on purpose.
 """
