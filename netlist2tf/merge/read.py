@@ -29,8 +29,11 @@ class MergedTrace:
         self.interludes = {int(k): list(v) for k, v in (interludes or {}).items() if v}
         if any(k < 1 for k in self.interludes):
             raise Netlist2TFError("interludes go between trace tokens (k >= 1); text before the trace is the prefix")
-        self.config = model.config
         self._end = (None, None)        # generate's last frame-end mask and its whole-vocabulary widening
+
+    @property
+    def config(self):
+        return self.model.config
 
     def parameters(self):
         return self.model.parameters()

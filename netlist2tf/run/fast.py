@@ -33,6 +33,7 @@ its assumptions: not a text Qwen3.5 model, a full-attention layer with a non-zer
 Callers then fall back to stock transformers.
 """
 
+import functools
 import json
 import math
 from dataclasses import dataclass
@@ -408,11 +409,16 @@ class FastTrace:
     is the checkpoint's (a ``Qwen3_5TextConfig``)."""
 
     def __init__(self, fast: FastModel):
+        self.fast = fast
+        self._param = torch.zeros(1, dtype=fast.dtype)
+
+    @functools.cached_property
+    def config(self):
+        """The checkpoint's config, read by transformers when first asked for (running needs none of
+        it: importing transformers would cost a second of start-up)."""
         from transformers import AutoConfig
 
-        self.fast = fast
-        self.config = AutoConfig.from_pretrained(fast.folder)
-        self._param = torch.zeros(1, dtype=fast.dtype)
+        return AutoConfig.from_pretrained(self.fast.folder)
 
     def parameters(self):
         yield self._param

@@ -367,3 +367,31 @@ def test_cpu_merged_hazards_and_text_between_frames(merged):
                           interludes={frames[4][1]: text[:5], frames[12][1] + 1: text[5:9], frames[20][1]: text[9:]})
     div, n = verify_teacher_forced(spliced, protocol, netlist, inits, 31, 1, 0, mems, stimulus=stim)
     assert div is None and n > 90, str(div)
+
+
+def test_a_cached_checkpoint_is_found_without_elaborating_the_core(model, monkeypatch, tmp_path):
+    """Start-up: once a checkpoint is built, the next process finds it by its sources (the source
+    index), without elaborating the core or running Yosys; a source key it has not seen (an edited
+    core or compiler) takes the long road, finds the same checkpoint by its netlist, and indexes it."""
+    import netlist2tf.frontend as frontend
+    from cpu import model_engine
+
+    folder = model_engine.build_checkpoint(RAM, BUILD)
+    real = frontend.synthesize
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the core was elaborated and synthesized")
+
+    monkeypatch.setattr(model_engine, "_BUILT", {})
+    monkeypatch.setattr(frontend, "synthesize", refuse)
+    assert model_engine.build_checkpoint(RAM, BUILD) == folder
+    calls = []
+    monkeypatch.setattr(frontend, "synthesize", lambda *a, **k: calls.append(a) or real(*a, **k))
+    monkeypatch.setattr(model_engine, "_BUILT", {})
+    monkeypatch.setattr(model_engine, "source_key", lambda settings: "f" * 24)
+    index = BUILD / "cpu-model" / "by-source" / ("f" * 24)
+    try:
+        assert model_engine.build_checkpoint(RAM, BUILD) == folder and len(calls) == 1
+        assert index.read_text().strip() == folder.name
+    finally:
+        index.unlink(missing_ok=True)
