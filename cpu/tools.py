@@ -81,7 +81,7 @@ def run_tool(tool: Tool | str, argument: str, engine: str = "unicorn", ram_size:
     time it may run (None: no limit), counted from the program's first cycle (loading the model or
     building the netlist is before). A call stopped by either is an ``error: ...`` output that says
     which (``halt.kind``: ``Halt.STEP_LIMIT`` or ``Halt.TIME_LIMIT``)."""
-    from .cli import ENGINES, default_ram_size
+    from .engines import ENGINES, default_ram_size
 
     tool = TOOLS[tool] if isinstance(tool, str) else tool
     ram_size = ram_size or default_ram_size(engine, checkpoint)
