@@ -495,55 +495,138 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
 
 
 def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
-    """``plan_model`` with ``s.preloaded_roms`` resolved."""
-    chunk_bits, target = s.chunk_bits, s.target
+    """``plan_model`` with ``s.preloaded_roms`` resolved, in steps, each deciding one thing:
+
+    1. ``_Shape``: the layers, their types and the DeltaNet head sizes (the target's, or the design's);
+    2. ``_MemoryHeads``: how memory banks and register chunks fill DeltaNet key heads;
+    3. ``_place_reads``: the layers state is read in (a probe schedule on unbounded widths);
+    4. ``_residual``: the residual channels (the logic's pairs, the control fields, the layout);
+    5. ``_ffn_neurons``: every layer's FFN neurons (the logic, pair resets, the token selection);
+    6. ``_fit``: the shapes the model gets (the design's), or every number that does not fit the target;
+    7. the final schedule, the DeltaNet heads, the embedding and LM-head rows, the stats.
+    """
     netlist = preload(netlist, s.preloaded_roms)
     proto = trace_protocol(netlist, s)
-    if target is not None:
-        # the compiled layers' own types are the compiler's, whatever the base's pattern (a merge
-        # lists every layer's type): DeltaNet wherever state may be read, the last layer full
-        # attention. A silent full-attention layer is depth a read cannot use, and its KV cache
-        # grows with the trace (on Qwen3.5-4B's shapes 4 GB per million positions in bfloat16)
-        target = compiled_target(target)
-        layers, types = target.num_layers, target.layer_types
-        dk, dv = target.linear_key_head_dim, target.linear_value_head_dim
-        group = target.linear_num_value_heads // target.linear_num_key_heads
-    else:
-        layers = s.layers
-        types = standalone_layer_types(layers)
-        dk, dv = s.head_dim, 4 * chunk_bits
-    if types[0] != LINEAR or FULL not in types:
-        raise Netlist2TFError("the compiled model needs a DeltaNet layer first (register reads) and "
-                              f"at least one full-attention layer; the target's layers are {list(types)}")
-    piece = dv // 4                           # bits per DeltaNet value head (quarter packing)
-    if chunk_bits > piece:
-        raise Netlist2TFError(f"{chunk_bits}-bit chunks need DeltaNet value heads of at least "
-                              f"{4 * chunk_bits} dims, not {dv}")
-    mems = {m.name: m for m in netlist.memories}
-    word_heads = max([1] + [-(-m.width // piece) for m in netlist.memories if m.write_ports])
-    if target is None:
-        group = word_heads
-    slots = memory_capacity_slots(dk)
-    write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
-    for m in netlist.memories:
-        if m.read_ports and m.write_ports and -(-m.width // piece) > group:
-            raise UnsupportedDesignError([Problem(
-                f"memory {m.name} ({m.width}-bit words)", m.src,
-                f"a word needs {-(-m.width // piece)} DeltaNet value heads of {piece} bits under one key "
-                f"head and the target groups {group}: split the memory into memories of at most "
-                f"{group * piece}-bit words (the same addresses), or use a target with more value heads "
-                f"per key head")])
+    shape = _Shape.of(netlist, proto, s)
+    heads_plan = _MemoryHeads(netlist, proto, shape)
+    reads = _place_reads(netlist, proto, shape, heads_plan)
+    res = _residual(netlist, proto, shape, reads, s)
+    neurons, owners = _ffn_neurons(netlist, proto, shape, reads, res)
+    target, intermediate = _fit(netlist, shape, reads, res, neurons)
+    layers, group = shape.layers, reads.group
+    sched = schedule(netlist, target, read_after=reads.read_after, read_span=reads.read_span,
+                     reg_layer=reads.reg_layer)
+    if sched.read_layer != reads.probe.read_layer:
+        raise AssertionError("the memory reads moved between the probe and the final schedule")
 
-    # a tail group's chunks: one key head each (its own write lag), written from the token `lag`
-    # positions before the frame's last one, which the conv kernel must reach
-    tail_lags = proto.tail_lags()
-    kernel = target.linear_conv_kernel_dim if target is not None else 4
-    for (kind, j), lag in tail_lags.items():
-        if lag >= kernel:
-            raise Netlist2TFError(f"tail group {next(g.name for g in proto.groups if g.tail)}: "
-                                  f"its chunk is {lag} tokens before the frame's end, the DeltaNet conv "
-                                  f"reaches {kernel - 1}; give it a dirty bit (a double-buffered held group)")
-    def bank_layout(mem, g) -> BankLayout:
+    heads = _plan_heads(proto, res.layout, res.names, res.pairs, sched, shape.mems, res.mem_proto,
+                        shape.write_chunks, group, reads.nk, shape.slots, layers,
+                        lambda n: str(netlist.nets[n]), lambda mem: heads_plan.bank_layout(mem, group),
+                        heads_plan.late_regs, heads_plan.port_counts(sched, group)[1].__getitem__)
+    embedding, lm_head = _plan_tokens(proto, res.names, res.emit_chunks, shape.write_chunks, res.layout, res.branches)
+    inits = {f"reg:{r.name}": r.init for r in netlist.registers}
+    memory = {p.memory: {a: w for a, w in enumerate(shape.mems[p.memory].init) if w} for p in proto.ports}
+    memory = {k: v for k, v in memory.items() if v}
+    possible = [g.gate not in (CONST0, CONSTX) for g in proto.groups]
+    key_heads = reads.key_heads
+    stats = {"layers": layers, "hidden_size": res.hidden, "intermediate_size": intermediate,
+             "neurons_per_layer": [len(n) for n in neurons], "live_pairs_per_layer": res.live,
+             "deltanet_heads": [h * group for h in key_heads], "deltanet_key_heads": key_heads,
+             "layer_types": list(reads.types), "linear_key_head_dim": shape.dk, "linear_value_head_dim": shape.dv,
+             # at most: every group that can be on (a preloaded ROM's port, gated by a constant 0, never is)
+             "tokens_per_cycle": len(proto.inputs) + len(proto.frame_kinds(possible)),
+             "generated_tokens_per_cycle": len(proto.frame_kinds(possible)),
+             "generated_tokens_per_cycle_gate_off": len(proto.frame_kinds(False)),
+             "vocab_size": proto.vocab_size, "parameters": dense_parameters(target, proto.vocab_size),
+             "depth": sched.depth}
+    return ModelPlan(s, netlist, proto, sched, target, res.layout, res.pairs, res.names,
+                     tuple(tuple(n) for n in neurons), heads, tuple(key_heads), embedding, lm_head,
+                     res.needed, inits, memory, stats, res.model_layout, tuple(tuple(o) for o in owners),
+                     res.lifetimes)
+
+
+@dataclass
+class _Shape:
+    """Step 1: the compiled model's layers and DeltaNet head sizes. With a target, its shapes with
+    the compiled layers' own types (``compiled_target``); without, the design's (``layers`` layers,
+    key heads of ``head_dim`` slots, value heads of one chunk). ``group``: value heads per key head
+    (the target's; the design's widest memory word until ``_place_reads`` chooses)."""
+    target: Target | None
+    layers: int
+    types: tuple
+    dk: int
+    dv: int
+    group: int
+    piece: int                      # bits per DeltaNet value head (quarter packing)
+    word_heads: int                 # value heads the widest written memory word needs
+    slots: int                      # words a key head's bank holds
+    kernel: int                     # the DeltaNet conv's reach
+    mems: dict
+    write_chunks: list
+    tail_lags: dict
+
+    @classmethod
+    def of(cls, netlist: Netlist, proto: TraceProtocol, s: CompileSettings) -> "_Shape":
+        chunk_bits, target = s.chunk_bits, s.target
+        if target is not None:
+            # the compiled layers' own types are the compiler's, whatever the base's pattern (a merge
+            # lists every layer's type): DeltaNet wherever state may be read, the last layer full
+            # attention. A silent full-attention layer is depth a read cannot use, and its KV cache
+            # grows with the trace (on Qwen3.5-4B's shapes 4 GB per million positions in bfloat16)
+            target = compiled_target(target)
+            layers, types = target.num_layers, target.layer_types
+            dk, dv = target.linear_key_head_dim, target.linear_value_head_dim
+            group = target.linear_num_value_heads // target.linear_num_key_heads
+        else:
+            layers = s.layers
+            types = standalone_layer_types(layers)
+            dk, dv = s.head_dim, 4 * chunk_bits
+        if types[0] != LINEAR or FULL not in types:
+            raise Netlist2TFError("the compiled model needs a DeltaNet layer first (register reads) and "
+                                  f"at least one full-attention layer; the target's layers are {list(types)}")
+        piece = dv // 4
+        if chunk_bits > piece:
+            raise Netlist2TFError(f"{chunk_bits}-bit chunks need DeltaNet value heads of at least "
+                                  f"{4 * chunk_bits} dims, not {dv}")
+        mems = {m.name: m for m in netlist.memories}
+        word_heads = max([1] + [-(-m.width // piece) for m in netlist.memories if m.write_ports])
+        if target is None:
+            group = word_heads
+        write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
+        for m in netlist.memories:
+            if m.read_ports and m.write_ports and -(-m.width // piece) > group:
+                raise UnsupportedDesignError([Problem(
+                    f"memory {m.name} ({m.width}-bit words)", m.src,
+                    f"a word needs {-(-m.width // piece)} DeltaNet value heads of {piece} bits under one key "
+                    f"head and the target groups {group}: split the memory into memories of at most "
+                    f"{group * piece}-bit words (the same addresses), or use a target with more value heads "
+                    f"per key head")])
+        # a tail group's chunks: one key head each (its own write lag), written from the token `lag`
+        # positions before the frame's last one, which the conv kernel must reach
+        tail_lags = proto.tail_lags()
+        kernel = target.linear_conv_kernel_dim if target is not None else 4
+        for (kind, j), lag in tail_lags.items():
+            if lag >= kernel:
+                raise Netlist2TFError(f"tail group {next(g.name for g in proto.groups if g.tail)}: "
+                                      f"its chunk is {lag} tokens before the frame's end, the DeltaNet conv "
+                                      f"reaches {kernel - 1}; give it a dirty bit (a double-buffered held group)")
+        return cls(target, layers, types, dk, dv, group, piece, word_heads, memory_capacity_slots(dk), kernel,
+                   mems, write_chunks, tail_lags)
+
+
+class _MemoryHeads:
+    """Step 2: how state fills DeltaNet key heads of ``group`` value heads (``group`` defaults to the
+    shape's): memory banks (``bank_layout``, ``banks_of``, ``port_key_heads``) and, per layer, layer
+    0's state chunks, the registers read later (``late_regs``, filled by ``_place_reads``) and the
+    read ports' banks (``port_counts``, ``heads_of``)."""
+
+    def __init__(self, netlist: Netlist, proto: TraceProtocol, shape: _Shape):
+        self.netlist, self.proto, self.shape = netlist, proto, shape
+        self.cap = shape.target.linear_num_key_heads if shape.target is not None else None
+        self.late_regs: dict = {}             # register chunk -> its (later) layer: late_registers
+        self._bank_counts: dict = {}
+
+    def bank_layout(self, mem, g) -> BankLayout:
         """How ``mem``'s words sit in key heads of ``g`` value heads. Value heads sharing a key head
         hold different words in the same rows (told apart by ``write_select``/``read_select``):
         with a power-of-two bank (d_k = 16, 64, 256) and whole banks, the rows are the address's
@@ -551,6 +634,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
         bits above the rows); with d_k = 128 (127 slots) a key head holds one *interleaved* bank of
         127 x s words (s the largest power of two of value heads it can hold words in): the
         address's low log2(s) bits choose the value head, the rest the row."""
+        slots, piece = self.shape.slots, self.shape.piece
         per = max(1, g // -(-mem.width // piece))
         if not (slots & (slots - 1) or mem.size % slots):
             return BankLayout(slots, per, 1)
@@ -559,25 +643,20 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
             return BankLayout(slots * s, 1, s)
         return BankLayout(slots, 1, 1)
 
-    bank_counts: dict = {}
-
-    def banks_of(group) -> dict:
+    def banks_of(self, group=None) -> dict:
         """{(memory, read port): the banks it can address} with key heads of ``group`` value heads."""
-        if group not in bank_counts:
-            bank_counts[group] = {(m.name, p): len(reachable_banks(m, p, bank_layout(m, group).words))
-                                  for m in netlist.memories if m.write_ports for p in range(len(m.read_ports))}
-        return bank_counts[group]
+        group = self.shape.group if group is None else group
+        if group not in self._bank_counts:
+            self._bank_counts[group] = {
+                (m.name, p): len(reachable_banks(m, p, self.bank_layout(m, group).words))
+                for m in self.netlist.memories if m.write_ports for p in range(len(m.read_ports))}
+        return self._bank_counts[group]
 
-    banks = banks_of(group)
+    def port_key_heads(self, key, group=None) -> int:
+        group = self.shape.group if group is None else group
+        return -(-self.banks_of(group)[key] // self.bank_layout(self.shape.mems[key[0]], group).per_key_head)
 
-    def port_key_heads(key, group=group) -> int:
-        return -(-banks_of(group)[key] // bank_layout(mems[key[0]], group).per_key_head)
-
-    late_regs: dict = {}                      # register chunk -> its (later) layer: late_registers
-
-    cap = target.linear_num_key_heads if target is not None else None
-
-    def port_counts(sched, group=group, regs=None) -> tuple[list[int], dict]:
+    def port_counts(self, sched, group=None, regs=None) -> tuple[list[int], dict]:
         """(DeltaNet key heads per layer, {read: its key heads in each of its layers}), each key
         head with up to `group` value heads: layer 0's state chunks (the one-row inputs and
         write-port fields share key heads, the double-buffered registers theirs, a tail chunk one
@@ -585,72 +664,122 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
         its banks, as many to a key head as `group` holds words (``bank_layout``); a read that
         spans several layers fills each of them up to the target's key heads, the last taking the
         rest (the reads in one layer first, then the spanning ones by name)."""
+        group = self.shape.group if group is None else group
+        proto, layers, tail_lags = self.proto, self.shape.layers, self.shape.tail_lags
         heads = [0] * layers
-        late = late_regs if regs is None else regs
-        heads[0] = sum(-(-n // group) for n in (len(proto.inputs) + len(write_chunks),
+        late = self.late_regs if regs is None else regs
+        heads[0] = sum(-(-n // group) for n in (len(proto.inputs) + len(self.shape.write_chunks),
                                                  len(proto.registers) - len(tail_lags) - len(late))) + len(tail_lags)
         for layer in sorted(set(late.values())):
             heads[layer] += -(-sum(1 for v in late.values() if v == layer) // group)
         counts = {}
         for key in sorted(sched.read_layer, key=lambda k: (len(sched.read_layers(k)) > 1, k)):
             where = [min(layer, layers - 1) for layer in sched.read_layers(key)]
-            left, mine = port_key_heads(key, group), []
+            left, mine = self.port_key_heads(key, group), []
             for i, layer in enumerate(where):
-                n = left if i == len(where) - 1 or cap is None else min(left, max(0, cap - heads[layer]))
+                n = left if i == len(where) - 1 or self.cap is None else min(left, max(0, self.cap - heads[layer]))
                 heads[layer] += n
                 mine.append(n)
                 left -= n
             counts[key] = mine
         return heads, counts
 
-    def heads_of(sched, group=group, regs=None) -> list[int]:
+    def heads_of(self, sched, group=None, regs=None) -> list[int]:
         """DeltaNet key heads per layer (``port_counts``)."""
-        return port_counts(sched, group, regs)[0]
+        return self.port_counts(sched, group, regs)[0]
 
-    # where the memory reads go does not depend on the widths: schedule once on unbounded ones
+
+@dataclass
+class _Reads:
+    """Step 3's result: the probe schedule and where state is read; the layer types and value heads
+    per key head as they end up (a design's own model: DeltaNet only where state is read, the
+    cheapest group); key heads per layer."""
+    probe: Schedule
+    read_after: dict
+    read_span: dict
+    reg_layer: dict
+    types: tuple
+    group: int
+    key_heads: list
+    nk: int
+
+
+def _place_reads(netlist: Netlist, proto: TraceProtocol, shape: _Shape, mh: _MemoryHeads) -> _Reads:
+    """Step 3: where the memory reads go (it does not depend on the widths: one schedule on unbounded
+    ones), balanced over the DeltaNet layers; on a target, reads spread over several layers and
+    registers move out of layer 0 where its key heads do not suffice (``spread_reads``,
+    ``late_registers``)."""
+    target, layers, types, dk, dv = shape.target, shape.layers, shape.types, shape.dk, shape.dv
     probe_target = Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16,
                           name=target.name if target else f"of {layers} layers")
     probe = schedule(netlist, probe_target)
-    probe, read_after = balance_reads(netlist, probe, probe_target, heads_of, banks,
+    probe, read_after = balance_reads(netlist, probe, probe_target, mh.heads_of, mh.banks_of(),
                                       None if target is None else {i for i, t in enumerate(types) if t == LINEAR})
     read_span: dict = {}
     reg_layer: dict = {}
     if target is not None:
         # reads spread first (layer 0's overflow is the registers'), then registers move to the
         # layers left with room, then reads spread again where those filled a layer
-        probe, read_span = spread_reads(netlist, probe, probe_target, heads_of, port_key_heads, read_after,
+        probe, read_span = spread_reads(netlist, probe, probe_target, mh.heads_of, mh.port_key_heads, read_after,
                                         target.linear_num_key_heads)
-        late_regs.update(late_registers(netlist, proto, probe, probe_target, heads_of, read_after,
-                                        target.linear_num_key_heads, {j for _, j in tail_lags}, read_span))
-        reg_layer = {n: layer for j, layer in late_regs.items() for n in proto.registers[j].bits}
+        mh.late_regs.update(late_registers(netlist, proto, probe, probe_target, mh.heads_of, read_after,
+                                           target.linear_num_key_heads, {j for _, j in shape.tail_lags}, read_span))
+        reg_layer = {n: layer for j, layer in mh.late_regs.items() for n in proto.registers[j].bits}
         if reg_layer:
             probe = schedule(netlist, probe_target, read_after=read_after, read_span=read_span, reg_layer=reg_layer)
-            probe, read_span = spread_reads(netlist, probe, probe_target, heads_of, port_key_heads, read_after,
+            probe, read_span = spread_reads(netlist, probe, probe_target, mh.heads_of, mh.port_key_heads, read_after,
                                             target.linear_num_key_heads, reg_layer, read_span)
+    group = shape.group
     if target is None:                        # DeltaNet only where state is read
         used = {0} | set(probe.read_layer.values())
         types = tuple(LINEAR if i in used else FULL for i in range(layers))
-    if target is None:
         # Qwen3.5's head counts are global: the value heads per key head that cost the fewest
         # DeltaNet weights per residual channel (2 nk dk + nv (3 dv + 2)), banks sharing key heads
         def cost(g):
-            nk_g = max(1, max(heads_of(probe, g)))
+            nk_g = max(1, max(mh.heads_of(probe, g)))
             return (2 * nk_g * dk + nk_g * g * (3 * dv + 2), g)
-        group = min((word_heads << k for k in range(7)), key=cost)
-    key_heads = heads_of(probe, group)
-    nk = max(1, max(key_heads))
+        group = min((shape.word_heads << k for k in range(7)), key=cost)
+    key_heads = mh.heads_of(probe, group)
+    return _Reads(probe, read_after, read_span, reg_layer, types, group, key_heads, max(1, max(key_heads)))
+
+
+@dataclass
+class _Residual:
+    """Step 4's result: the residual stream's pairs (the logic's, reused as nets die, and the
+    control fields'), the layout the gadgets are planned in and the checkpoint's."""
+    pairs: dict
+    resets: list
+    lifetimes: dict
+    live: list
+    names: dict
+    emit_chunks: list
+    branches: list
+    mem_proto: dict
+    d_of_q: dict
+    needed: int
+    hidden: int
+    layout: ResidualLayout
+    model_layout: ResidualLayout
+
+    def P(self, name, i=0):
+        return self.layout.pair(self.names[name][i])
+
+
+def _residual(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _Reads, s: CompileSettings) -> _Residual:
+    """Step 4: a pair of channels per live net of the logic (reused once a net is dead), then the
+    extra pairs: token value, write enables and rows of the layer-0 heads, read parity, commit flag,
+    the gathered write-port fields, emit one-hot, emit parity, emitted value."""
+    chunk_bits, layers = s.chunk_bits, shape.layers
     mem_proto = {p.memory: p for p in proto.ports}
     d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
     emit_chunks = list(proto.generated)
     kept = {d_of_q[n] if kind == REG else n for kind, idx in emit_chunks
             for n in proto.chunks_of(kind)[idx].bits}
     kept |= {g.gate for g in proto.groups if g.gate >= 0}   # read by the last FFN: which token follows a branch
-    pairs, resets = allocate_pairs_reusing(netlist, probe, kept)
-    lifetimes = pair_lifetimes(netlist, probe, kept)
+    pairs, resets = allocate_pairs_reusing(netlist, reads.probe, kept)
+    lifetimes = pair_lifetimes(netlist, reads.probe, kept)
     live = live_pairs(lifetimes, layers)
 
-    # Extra pairs after the logic's: token value, write enables and rows of the layer-0 heads, read
-    # parity, commit flag, the gathered write-port fields, emit one-hot, emit parity, emitted value.
     base = max(pairs.values(), default=-1) + 1
     names = {}
 
@@ -661,12 +790,12 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     extra("tv", chunk_bits)
     extra("we_in", len(proto.inputs))
     extra("we_reg", len(proto.registers))
-    extra("we_tail", len(tail_lags))
+    extra("we_tail", len(shape.tail_lags))
     extra("regpar", 2)
-    extra("we_w", len(write_chunks))
+    extra("we_w", len(shape.write_chunks))
     extra("rp", 2)
     extra("commit", 1)
-    for kind, j in write_chunks:
+    for kind, j in shape.write_chunks:
         extra(f"wf:{kind}:{j}", len(proto.chunks_of(kind)[j].bits))
     extra("emit", len(emit_chunks))
     branches = _branch_sets(proto)
@@ -678,23 +807,26 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     # The gadgets are planned in pairs; a signed checkpoint folds them (netlist2tf.weights.signed), so its
     # hidden size is the signed one and the pair layout only numbers the channels.
     needed = hidden = ResidualLayout.channels_needed(n_pairs, signed)
-    if target is not None:
-        hidden = max(hidden, target.hidden_size)         # report the need, build with the target's
+    if shape.target is not None:
+        hidden = max(hidden, shape.target.hidden_size)   # report the need, build with the target's
     model_layout = ResidualLayout.build(hidden, n_pairs, signed)
     layout = ResidualLayout.build(ResidualLayout.channels_needed(n_pairs), n_pairs) if signed else model_layout
+    return _Residual(pairs, resets, lifetimes, live, names, emit_chunks, branches, mem_proto, d_of_q, needed,
+                     hidden, layout, model_layout)
 
-    def P(name, i=0):
-        return layout.pair(names[name][i])
 
-    # The logic, the pair resets, then the emit selection in the last layer's FFN.
+def _ffn_neurons(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _Reads, res: _Residual):
+    """Step 5: every layer's FFN neurons and who owns them: the logic (``lower_logic``), the pair
+    resets, then the emit selection in the last layer's FFN."""
+    layers, layout, pairs, d_of_q, P = shape.layers, res.layout, res.pairs, res.d_of_q, res.P
     owners: list = [[] for _ in range(layers)]
-    neurons = lower_logic(netlist, probe, layout, pairs, owners)
-    for layer, nets in enumerate(resets):
+    neurons = lower_logic(netlist, reads.probe, layout, pairs, owners)
+    for layer, nets in enumerate(res.resets):
         if nets:
             owners[layer].append(("(pair resets)", len(neurons[layer]), len(neurons[layer]) + len(nets)))
         neurons[layer] += reset_neurons(nets, layout, pairs)
     select: list[Neuron] = []
-    for e, (kind, idx) in enumerate(emit_chunks):
+    for e, (kind, idx) in enumerate(res.emit_chunks):
         chunk = proto.chunks_of(kind)[idx]
         emit = P("emit", e)[0]
         for i, net in enumerate(chunk.bits):
@@ -712,7 +844,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     # A fold group's gate is the OR of its bits: "off" subtracts them, "on" is a threshold over
     # them (two neurons), dropped for the chunk's own bits, each of which implies it.
     slot = 0
-    for cands in branches:
+    for cands in res.branches:
         mixed = len({k == REG for (k, _), _ in cands}) > 1
         for (chunk_kind, conds) in cands:
             br = P("emitbr", slot)[0]
@@ -730,7 +862,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
                 elif net not in (CONST0, CONSTX):
                     bit = layout.pair(pairs[net])[0]
                     select += _when((br,) + ands + (bit,), minus, None if ors and bit in ors else ors, outs)
-            e = P("emit", emit_chunks.index(chunk_kind))
+            e = P("emit", res.emit_chunks.index(chunk_kind))
             select += _when((br,) + ands, minus, ors, ((e[0], 1), (e[1], -1)))
             if mixed and chunk_kind[0] == REG:
                 ep = P("ep")
@@ -739,48 +871,31 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     if select:
         owners[layers - 1].append(("(token selection)", len(neurons[layers - 1]), len(neurons[layers - 1]) + len(select)))
     neurons[layers - 1] = neurons[layers - 1] + select
+    return neurons, owners
+
+
+def _fit(netlist: Netlist, shape: _Shape, reads: _Reads, res: _Residual, neurons) -> tuple[Target, int]:
+    """Step 6: (the model's shapes, its FFN width): the design's own, or the target's after checking
+    every number against it (ScheduleError listing each one that does not fit)."""
+    layers, target, key_heads, group = shape.layers, shape.target, reads.key_heads, reads.group
     intermediate = max(8, max(len(n) for n in neurons))
     if target is None:
-        target = Target(hidden, intermediate, types, nk, nk * group, dk, dv, 1, 1, 16,
-                        name=f"standalone-{layers}")
-    else:
-        problems = target.fits(hidden_channels=needed, neurons_per_layer=[len(n) for n in neurons],
-                               deltanet_heads_per_layer=[h * group for h in key_heads],
-                               attention_heads_per_layer=[])
-        crowded = sorted(f"{m}.{p}" for (m, p) in probe.read_layer
-                         if any(key_heads[i] > target.linear_num_key_heads for i in probe.read_layers((m, p))))
-        if problems and crowded:
-            problems.append(f"the banks of memory read(s) {', '.join(crowded)} spread over as many DeltaNet "
-                            f"layers as {layers} layers leave; with more layers they spread further (try "
-                            f"--layers N, e.g. `cpu fit --layers N` for the CPU)")
-        if problems:
-            raise ScheduleError(f"{netlist.top} does not fit the target {target.name} ({target.source}):\n  - "
-                                + "\n  - ".join(problems))
-    sched = schedule(netlist, target, read_after=read_after, read_span=read_span, reg_layer=reg_layer)
-    if sched.read_layer != probe.read_layer:
-        raise AssertionError("the memory reads moved between the probe and the final schedule")
-
-    heads = _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
-                        lambda n: str(netlist.nets[n]), lambda mem: bank_layout(mem, group), late_regs,
-                        port_counts(sched, group)[1].__getitem__)
-    embedding, lm_head = _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches)
-    inits = {f"reg:{r.name}": r.init for r in netlist.registers}
-    memory = {p.memory: {a: w for a, w in enumerate(mems[p.memory].init) if w} for p in proto.ports}
-    memory = {k: v for k, v in memory.items() if v}
-    possible = [g.gate not in (CONST0, CONSTX) for g in proto.groups]
-    stats = {"layers": layers, "hidden_size": hidden, "intermediate_size": intermediate,
-             "neurons_per_layer": [len(n) for n in neurons], "live_pairs_per_layer": live,
-             "deltanet_heads": [h * group for h in key_heads], "deltanet_key_heads": key_heads,
-             "layer_types": list(types), "linear_key_head_dim": dk, "linear_value_head_dim": dv,
-             # at most: every group that can be on (a preloaded ROM's port, gated by a constant 0, never is)
-             "tokens_per_cycle": len(proto.inputs) + len(proto.frame_kinds(possible)),
-             "generated_tokens_per_cycle": len(proto.frame_kinds(possible)),
-             "generated_tokens_per_cycle_gate_off": len(proto.frame_kinds(False)),
-             "vocab_size": proto.vocab_size, "parameters": dense_parameters(target, proto.vocab_size),
-             "depth": sched.depth}
-    return ModelPlan(s, netlist, proto, sched, target, layout, pairs, names,
-                     tuple(tuple(n) for n in neurons), heads, tuple(key_heads), embedding, lm_head,
-                     needed, inits, memory, stats, model_layout, tuple(tuple(o) for o in owners), lifetimes)
+        return Target(res.hidden, intermediate, reads.types, reads.nk, reads.nk * group, shape.dk, shape.dv, 1, 1,
+                      16, name=f"standalone-{layers}"), intermediate
+    problems = target.fits(hidden_channels=res.needed, neurons_per_layer=[len(n) for n in neurons],
+                           deltanet_heads_per_layer=[h * group for h in key_heads],
+                           attention_heads_per_layer=[])
+    probe = reads.probe
+    crowded = sorted(f"{m}.{p}" for (m, p) in probe.read_layer
+                     if any(key_heads[i] > target.linear_num_key_heads for i in probe.read_layers((m, p))))
+    if problems and crowded:
+        problems.append(f"the banks of memory read(s) {', '.join(crowded)} spread over as many DeltaNet "
+                        f"layers as {layers} layers leave; with more layers they spread further (try "
+                        f"--layers N, e.g. `cpu fit --layers N` for the CPU)")
+    if problems:
+        raise ScheduleError(f"{netlist.top} does not fit the target {target.name} ({target.source}):\n  - "
+                            + "\n  - ".join(problems))
+    return target, intermediate
 
 
 def _condition_terms(proto, layout, pairs, conds):
