@@ -77,6 +77,17 @@ def _step_limit() -> Case:
     return Case("step-limit:loop-forever", "cheap", loop_forever_program, expect, max_steps=100)
 
 
+def assert_same_run(ref, got, what=""):
+    """Console, halt and every retirement record of ``got`` equal the reference run ``ref``'s (unicorn);
+    the first difference is named."""
+    for i, (a, b) in enumerate(zip(ref.records, got.records)):
+        assert a == b, f"{what}: record {i} differs\n  reference {a}\n  engine    {b}"
+    assert len(got.records) == len(ref.records), f"{what}: {len(got.records)} records, reference {len(ref.records)}"
+    assert got.console == ref.console, f"{what}: console output differs"
+    assert got.halt == ref.halt, f"{what}: halt {got.halt} vs reference {ref.halt}"
+    assert got.instructions == ref.instructions
+
+
 def cases() -> list:
     first_trap = sorted(TRAP_TESTS)[0]
     return ([_program(p) for p in PROGRAMS]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cases import CASES, COSTS, RAM
+from cases import CASES, COSTS, RAM, assert_same_run
 from cpu.unicorn_ref import run_unicorn
 
 BUILD = Path(__file__).resolve().parents[2] / "build"
@@ -60,13 +60,7 @@ def test_case(engine, case, request):
     case.expect(got)
     if engine == "unicorn":
         return
-    ref = run_unicorn(image, ram_size=RAM, max_steps=case.max_steps)
-    for i, (a, b) in enumerate(zip(ref.records, got.records)):
-        assert a == b, f"{case}: record {i} differs\n  unicorn {a}\n  {engine:7} {b}"
-    assert len(got.records) == len(ref.records), f"{case}: {len(got.records)} records, unicorn {len(ref.records)}"
-    assert got.console == ref.console, f"{case}: console output differs"
-    assert got.halt == ref.halt, f"{case}: halt {got.halt}, unicorn {ref.halt}"
-    assert got.instructions == ref.instructions
+    assert_same_run(run_unicorn(image, ram_size=RAM, max_steps=case.max_steps), got, f"{engine} {case}")
 
 
 def test_the_table_covers_every_kind_on_every_engine():

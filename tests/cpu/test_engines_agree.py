@@ -6,6 +6,8 @@ one case table's: tests/cpu/cases.py, run on every engine by tests/cpu/test_case
 
 import pytest
 
+from cases import assert_same_run
+
 from cpu.fuzz import random_program
 from cpu.machine import Halt
 from cpu.netlist_engine import run_netlist, run_netlist_batch
@@ -18,16 +20,6 @@ FUZZ_RAM = 4096
 @pytest.fixture(params=sorted(ENGINES_UNDER_TEST))
 def engine(request):
     return ENGINES_UNDER_TEST[request.param]
-
-
-def assert_same_run(ref, got, what=""):
-    """Console, halt and every retirement record equal; the first difference is named."""
-    for i, (a, b) in enumerate(zip(ref.records, got.records)):
-        assert a == b, f"{what}: record {i} differs\n  reference {a}\n  engine    {b}"
-    assert len(got.records) == len(ref.records), f"{what}: {len(got.records)} records, reference {len(ref.records)}"
-    assert got.console == ref.console, f"{what}: console output differs"
-    assert got.halt == ref.halt, f"{what}: halt {got.halt} vs reference {ref.halt}"
-    assert got.instructions == ref.instructions
 
 
 def test_fuzzed_programs_netlist(request):
