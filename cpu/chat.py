@@ -18,8 +18,8 @@ program past its step budget or its time limit, an input longer than RAM) comes 
 ``error: ...`` tool response; the conversation goes on.
 
 A tool call runs at most ``time_limit`` seconds of wall-clock time (default 60: what a conversation
-can wait for; the engine is stopped in the middle of its run) and ``max_steps`` instructions (default
-100,000: about 100 s of the model engine's default fast executor on the 2-core development machine,
+can wait for; the engine is stopped in the middle of its run) and ``max_steps`` instructions (default: each tool's
+own budget, ``Tool.max_steps``; calc's 100,000 is about 100 s of the model engine's default fast executor on the 2-core development machine,
 ~1,000 instructions/s, `bench/tool_rate.py`; so there the clock stops a model call first, and the step
 budget stops the same calls on every engine and on faster hosts).
 """
@@ -35,7 +35,7 @@ from .machine import Halt
 from .tools import TOOLS, ToolRun, run_tool
 
 TOOL_TIME_LIMIT = 60.0          # seconds of wall-clock time per tool call
-TOOL_MAX_STEPS = 100_000        # instructions per tool call
+TOOL_MAX_STEPS = 100_000        # instructions per calc call (cpu/tools.py CALC.max_steps)
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _FUNCTION = re.compile(r"\s*<function=([^>\n]*)>(.*?)</function>\s*\Z", re.S)
@@ -100,7 +100,7 @@ class Chat:
     system: str | None = None
     use_tools: bool = True                            # False: the same chat with no tool declared
     time_limit: float | None = TOOL_TIME_LIMIT
-    max_steps: int | None = TOOL_MAX_STEPS
+    max_steps: int | None = None                      # None: each tool's own (Tool.max_steps)
     messages: list = field(default_factory=list)
     runs: list = field(default_factory=list)          # ToolRun of every call, in order
 
@@ -132,7 +132,18 @@ class Chat:
 
     @property
     def tools(self) -> list:
-        return [t.declaration() for t in TOOLS.values()] if self.use_tools else []
+        return [t.declaration() for t in self.available().values()] if self.use_tools else []
+
+    def ram_size(self, tool) -> int:
+        """The RAM ``tool``'s calls run with on every engine (so that they give the same answers and
+        errors): the merged checkpoint's CPU's; for a folder without a compiled CPU (a scripted assistant
+        with calls on unicorn or the netlist), the model engine's default or the tool's need if larger."""
+        from .model_engine import MODEL_RAM_SIZE, checkpoint_ram_size
+        return checkpoint_ram_size(self.folder) or max(MODEL_RAM_SIZE, tool.min_ram())
+
+    def available(self) -> dict:
+        """The tools whose firmware fits this chat's CPU (``python`` needs 256 KiB)."""
+        return {name: t for name, t in TOOLS.items() if t.min_ram() <= self.ram_size(t)}
 
     def prompt(self) -> str:
         """The conversation so far as the base's chat template renders it, ready for the assistant."""
@@ -167,19 +178,16 @@ class Chat:
         """Run one parsed call; every failure is an ``error: ...`` output."""
         if call.error:
             return ToolRun(call.name or "?", f"error: {call.error}", False, self.engine)
-        tool = TOOLS.get(call.name)
+        tool = self.available().get(call.name)
         if tool is None:
-            return ToolRun(call.name, f"error: unknown tool {call.name!r}; the tools are {', '.join(TOOLS)}",
-                           False, self.engine)
+            return ToolRun(call.name, f"error: unknown tool {call.name!r}; the tools are "
+                                      f"{', '.join(self.available())}", False, self.engine)
         unknown = set(call.arguments) - {tool.parameter}
         if unknown or tool.parameter not in call.arguments:
             what = (f"unknown parameter(s) {', '.join(sorted(unknown))}" if unknown
                     else f"the parameter {tool.parameter!r} is missing")
             return ToolRun(tool.name, f"error: {what}; {tool.name} takes {tool.parameter!r}", False, self.engine)
-        from .model_engine import MODEL_RAM_SIZE, checkpoint_ram_size
-        # the merged checkpoint's RAM on every engine, so that they give the same answers and errors
-        ram_size = checkpoint_ram_size(self.folder) or MODEL_RAM_SIZE
-        run = run_tool(tool, call.arguments[tool.parameter], self.engine, ram_size=ram_size,
+        run = run_tool(tool, call.arguments[tool.parameter], self.engine, ram_size=self.ram_size(tool),
                        max_steps=self.max_steps, checkpoint=self.folder if self.engine == "model" else None,
                        executor=self.executor, log=lambda msg: None, time_limit=self.time_limit)
         hint = self.LIMIT_HINTS.get(run.halt.kind) if run.halt else None

@@ -55,6 +55,8 @@ def load_program(path, ram_size=DEFAULT_RAM_SIZE, compiler=None, opt="-O2", zba=
     if path.suffix.lower() in (".cpp", ".cc", ".cxx", ".c++", ".s", ".asm", ".rs", ".h", ".o", ".a"):
         raise InputError(f"{path}: {path.suffix} files are not accepted; give one C source file (.c) or a "
                          f"linked RV32 ELF executable")
+    if path.suffix == ".py":
+        raise InputError(f"{path}: a Python script; run it on MicroPython with `cpu python {path}`")
     if path.suffix == ".c":
         path = compile_c(path, ram_size=ram_size, compiler=compiler, opt=opt, zba=zba)
     return load_elf(path, ram_size=ram_size)
@@ -170,6 +172,13 @@ def cmd_run(args) -> int:
             program_input(image, b"", ram_size, args.program)
         from .machine import input_room
         image = program_input(image, read_input(args.input, input_room(image, ram_size)), ram_size, args.program)
+    return _run_image(args, engine, image, ram_size)
+
+
+def _run_image(args, engine, image, ram_size, extra=None) -> int:
+    """Run ``image`` on the configured ``engine``; print its console output, then the halt and the
+    figures on standard error (``extra``: more lines for there, e.g. the MicroPython boot);
+    write ``--trace``; return the exit status."""
     t0 = time.perf_counter()
     result = engine(image, ram_size, args.max_steps, args.trace is not None)
     wall = time.perf_counter() - t0
@@ -185,6 +194,8 @@ def cmd_run(args) -> int:
     rate = result.instructions / seconds if seconds > 0 else 0.0
     halt = result.halt
     print(f"cpu: {halt.describe()}", file=sys.stderr)
+    for line in (extra or ()):
+        print(f"cpu: {line}", file=sys.stderr)
     print(f"cpu: {args.engine}: {result.instructions} instructions, {result.cycles} cycles, {seconds:.3f} s, "
           f"{rate:,.2f} instructions/s", file=sys.stderr)
     if args.engine == "model":
@@ -202,6 +213,45 @@ def cmd_run(args) -> int:
         print(f"cpu: model: checkpoint {result.checkpoint}, layer report {result.checkpoint}/report/report.html",
               file=sys.stderr)
     return exit_status(halt)
+
+
+def cmd_python(args) -> int:
+    from netlist2tf.common import check_output_file
+
+    from . import micropython
+    from .machine import input_room
+
+    if args.trace is not None:
+        check_output_file(args.trace, "--trace", "trace", args.force)
+    if (args.script is None) == (args.code is None):
+        raise InputError("give a script (a file, or - for standard input) or -c CODE, not both")
+    if args.script not in (None, "-"):
+        script = Path(args.script)
+        if script.is_dir():
+            raise InputError(f"{script} is a folder; give a Python script (or - for standard input)")
+        if not script.exists():
+            raise InputError(f"{script}: no such file")
+    engine = _configured_engine(args)
+    ram_size = args.ram_size or (default_ram_size("model", args.checkpoint) if args.checkpoint else
+                                 micropython.RAM_SIZE)
+    firmware = micropython.build_firmware(ram_size, micropython.heap_for(ram_size), compiler=args.compiler,
+                                          log=lambda line: print(f"cpu: micropython: {line}", file=sys.stderr))
+    boot = micropython.booted_image(firmware)
+    base = micropython.cold_image(firmware) if args.cold_boot else boot.image
+    if args.code is not None:
+        source = args.code.encode()
+        if len(source) > input_room(base, ram_size):
+            raise InputError(f"-c: the code is {len(source):,} bytes; the firmware leaves room for "
+                             f"{input_room(base, ram_size):,} in {ram_size:,} bytes of RAM: give a larger --ram-size")
+    else:
+        source = read_input(args.script, input_room(base, ram_size))
+    image = program_input(base, source, ram_size, "the MicroPython firmware")
+    how = ("paid in this run (--cold-boot)" if args.cold_boot else
+           "skipped: the run starts from the RAM after the boot, taken once on unicorn")
+    extra = [f"micropython: {micropython.MICROPYTHON_VERSION}, {firmware.code_bytes:,} bytes of code and data, "
+             f"a {firmware.heap_size:,}-byte heap, {ram_size:,} bytes of RAM; boot {boot.instructions:,} "
+             f"instructions, {how}"]
+    return _run_image(args, engine, image, ram_size, extra)
 
 
 def cmd_check(args) -> int:
@@ -405,6 +455,7 @@ def build_parser():
     from netlist2tf.cliutil import Formatter, Parser, add_version, count, path_arg, seconds
 
     from cpu.chat import TOOL_MAX_STEPS, TOOL_TIME_LIMIT
+    from cpu.tools import PYTHON
 
     parser = Parser(prog="cpu", description="Run programs on the RV32IM+Zba machine.",
                                      formatter_class=Formatter)
@@ -474,6 +525,33 @@ def build_parser():
                      help="model engine: plain generation with the prompt fed one token per forward call "
                           "(the recurrent path; implies --plain)")
     run.set_defaults(func=cmd_run)
+
+    what = ("run a Python script on MicroPython on the machine (the firmware is built once from the pinned "
+            "MicroPython sources; docs/guide/python-on-the-cpu.md)")
+    py = sub.add_parser("python", help=what, description=what, formatter_class=Formatter)
+    py.add_argument("script", nargs="?", type=path_arg, default=None,
+                    help="the Python script: a file, or - for standard input")
+    py.add_argument("-c", dest="code", metavar="CODE", default=None, help="run CODE instead of a script file")
+    py.add_argument("--engine", default="unicorn", help=f"engine to run on (default unicorn; known: {', '.join(ENGINES)})")
+    py.add_argument("--max-steps", type=count(1, None, "--max-steps"), default=100_000_000,
+                    help="stop after N instructions (exit status 4; default 100,000,000)")
+    py.add_argument("--ram-size", type=_ram_size, default=None,
+                    help="the machine's RAM in bytes (default 262144, the least MicroPython's firmware fits in "
+                         "with its heap; more RAM is more heap; for --engine model --checkpoint, the checkpoint's)")
+    py.add_argument("--compiler", choices=("zig", "gcc"), default=None,
+                    help="C compiler of the firmware (default: $NETLIST2TF_CC, else zig; clang has no soft float for rv32)")
+    py.add_argument("--cold-boot", action="store_true",
+                    help="boot MicroPython in the run itself instead of starting from the booted snapshot "
+                         "(the same output; the boot's instructions are paid in the run)")
+    py.add_argument("--trace", type=path_arg, metavar="FILE", help="write one line per retired instruction")
+    py.add_argument("--force", action="store_true",
+                    help="let --trace replace a file that is not a trace written by cpu")
+    model_options(py)
+    py.add_argument("--batch", type=count(1, 4096, "--batch"), default=None,
+                    help="model engine: run N copies of the script in one batch (default 1)")
+    py.add_argument("--token-by-token", action="store_true",
+                    help="model engine: plain generation with the prompt fed one token per forward call")
+    py.set_defaults(func=cmd_python)
 
     check = sub.add_parser("check", help="run the program table and compare outputs and exit codes",
                            description="run the program table and compare outputs and exit codes",
@@ -551,9 +629,10 @@ def build_parser():
                    help="wall-clock seconds a tool call may run, from its program's first cycle (loading the model "
                         "is not counted); past it the engine is stopped and the tool response says so "
                         f"(default {TOOL_TIME_LIMIT:g}; 0: no limit)")
-    p.add_argument("--tool-max-steps", type=count(1, None, "--tool-max-steps"), default=TOOL_MAX_STEPS, metavar="N",
+    p.add_argument("--tool-max-steps", type=count(1, None, "--tool-max-steps"), default=None, metavar="N",
                    help="instructions a tool call may run; past it the call is stopped and the tool response says "
-                        f"so (default {TOOL_MAX_STEPS:,}: about 100 s of the fast executor on a 2-core machine)")
+                        f"so (default: each tool's own, calc {TOOL_MAX_STEPS:,}: about 100 s of the fast executor on a "
+                        f"2-core machine, python {PYTHON.max_steps:,})")
     p.set_defaults(func=cmd_chat)
 
     programs = sub.add_parser("programs", help="list the program table")

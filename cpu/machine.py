@@ -93,12 +93,14 @@ class Retire:
 class Halt:
     """Why the machine stopped. ``kind`` is EXIT, EBREAK, TRAP, STEP_LIMIT or TIME_LIMIT (a run given a
     wall-clock limit, ``time_limit``, that was still running when it passed: stopped before the
-    instruction at ``pc``)."""
+    instruction at ``pc``), or STOP_AT (the reference machine asked to stop before the instruction at
+    ``pc``: a snapshot, cpu/micropython.py)."""
     EXIT = "exit"
     EBREAK = "ebreak"
     TRAP = "trap"
     STEP_LIMIT = "step-limit"
     TIME_LIMIT = "time-limit"
+    STOP_AT = "stop-at"
 
     kind: str
     pc: int
@@ -114,6 +116,8 @@ class Halt:
             return f"trap: {TRAP_NAMES.get(self.cause, f'cause {self.cause}')} at pc {self.pc:#010x}"
         if self.kind == Halt.TIME_LIMIT:
             return f"stopped at the time limit at pc {self.pc:#010x}"
+        if self.kind == Halt.STOP_AT:
+            return f"stopped as asked before pc {self.pc:#010x}"
         return f"stopped after the step limit at pc {self.pc:#010x}"
 
 
@@ -126,6 +130,7 @@ class RunResult:
     instructions: int = 0
     cycles: int = 0
     seconds: float = 0.0
+    ram: bytes | None = None                       # the RAM at the end (unicorn's keep_ram)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,9 @@
 """Tools a language model calls, run as firmware on the RV32IM+Zba machine (docs/design/tools.md).
 
 ``calc``: cpu/firmware/calc.c, exact integer arithmetic (+ - * / % ^, parentheses, any length, Python's
-semantics). The expression is the program's input (``machine.with_input``: bytes placed in RAM after
+semantics). ``python``: MicroPython (cpu/micropython.py), a script run from the booted snapshot; it
+needs ``micropython.RAM_SIZE`` bytes of RAM, so a chat declares it only over a CPU with that much. The
+argument is the program's input (``machine.with_input``: bytes placed in RAM after
 the program, read through its stdin), and its console output is the answer. ``run_tool`` runs one call
 on any engine: unicorn, the netlist simulator, or the compiled CPU inside a checkpoint (the compiled
 model alone or merged in front of a Qwen3.5 base), and never raises for what the call itself gets
@@ -25,11 +27,18 @@ class Tool:
     """A tool: its firmware and the declaration a chat template shows the model (OpenAI / Hugging
     Face function format, which Qwen3.5's template renders into its system prompt)."""
     name: str
-    source: Path
+    source: Path | None       # the C firmware; None: MicroPython's firmware (cpu/micropython.py)
     parameter: str            # the one parameter whose value is the program's input
     description: str
     parameter_description: str
     max_steps: int = 2_000_000
+
+    def min_ram(self) -> int:
+        """The least RAM the tool's firmware runs in."""
+        if self.source is None:
+            from .micropython import RAM_SIZE
+            return RAM_SIZE
+        return 4096
 
     def declaration(self) -> dict:
         return {"type": "function", "function": {
@@ -46,8 +55,21 @@ CALC = Tool(
     "parentheses; / is floor division and % its remainder (Python's // and %), ^ the power. Use it for "
     "every calculation with long numbers.",
     "an integer expression, for example (123456789 * 987654321 - 5) / 7 ^ 2",
+    max_steps=100_000,
 )
-TOOLS = {CALC.name: CALC}
+PYTHON = Tool(
+    "python", None, "code",
+    "Run a Python script on MicroPython on a RISC-V CPU inside this model and return what it prints "
+    "(an uncaught exception returns its traceback). Integers of any size, floats, strings, lists, dicts, "
+    "sets, classes, generators and exceptions work; there are no files, no network, no imports beyond sys. "
+    "Print every result you need.",
+    "the Python source, for example: print(sum(i * i for i in range(100)))",
+    max_steps=50_000_000,
+)
+TOOLS = {CALC.name: CALC, PYTHON.name: PYTHON}
+
+
+MAX_OUTPUT = 4096           # bytes of a call's console output the model is told; the rest is left out
 
 
 @dataclass
@@ -65,7 +87,12 @@ class ToolRun:
 
 
 def tool_image(tool: Tool, ram_size: int, compiler=None):
-    """The firmware's memory image for ``ram_size`` bytes of RAM (compiled once, cached in build/cpu/)."""
+    """The firmware's memory image for ``ram_size`` bytes of RAM (compiled once, cached in build/cpu/;
+    MicroPython's: its booted snapshot, build/micropython/)."""
+    if tool.source is None:
+        from . import micropython
+        firmware = micropython.build_firmware(ram_size, micropython.heap_for(ram_size), compiler=compiler)
+        return micropython.booted_image(firmware).image
     from .elf import load_elf
     from .toolchain import compile_c
     return load_elf(compile_c(tool.source, ram_size=ram_size, compiler=compiler), ram_size=ram_size)
@@ -87,6 +114,9 @@ def run_tool(tool: Tool | str, argument: str, engine: str = "unicorn", ram_size:
     ram_size = ram_size or default_ram_size(engine, checkpoint)
     max_steps = max_steps or tool.max_steps
     data = argument.encode("utf-8")
+    if ram_size < tool.min_ram():
+        return ToolRun(tool.name, f"error: {tool.name} needs {tool.min_ram():,} bytes of RAM; this CPU has "
+                                  f"{ram_size:,}", False, engine)
     try:
         image = with_input(tool_image(tool, ram_size, compiler), data, ram_size)
     except InputTooLong as exc:
@@ -107,10 +137,15 @@ def run_tool(tool: Tool | str, argument: str, engine: str = "unicorn", ram_size:
     else:
         raise Netlist2TFError(f"unknown engine {engine!r}; available: {', '.join(ENGINES)}")
     seconds = time.perf_counter() - t0
-    text = result.console.decode("utf-8", errors="replace")
+    console = result.console
+    text = console[:MAX_OUTPUT].decode("utf-8", errors="replace")
+    if len(console) > MAX_OUTPUT:
+        text += f"\n... (the output was {len(console):,} bytes; the first {MAX_OUTPUT:,} are shown)"
     halt = result.halt
     if halt.kind == Halt.EXIT:
         output, ok = text.rstrip("\n"), halt.exit_code == 0
+        if not ok and tool.source is None and not output:
+            output = f"error: the script exited with status {halt.exit_code & 0xFF}"
     elif halt.kind == Halt.STEP_LIMIT:
         output, ok = (f"error: {tool.name} did not finish within {max_steps:,} instructions "
                       f"(the call is too expensive; split it into smaller ones)"), False

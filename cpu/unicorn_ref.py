@@ -142,10 +142,13 @@ TIME_CHECK_STEPS = 4096     # instructions between two looks at the clock (~10 m
 
 
 def run_unicorn(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int = 1_000_000,
-                trace: bool = True, time_limit: float | None = None) -> RunResult:
+                trace: bool = True, time_limit: float | None = None, stop_at: int | None = None,
+                keep_ram: bool = False) -> RunResult:
     """Run ``image`` on the reference machine until it halts or ``max_steps`` instructions retired
     (or ``time_limit`` seconds passed: ``Halt.TIME_LIMIT``). ``trace``: collect a ``Retire`` per
-    retired instruction (``records``); without it the records list stays empty and the run is faster."""
+    retired instruction (``records``); without it the records list stays empty and the run is faster.
+    ``stop_at``: stop before executing the instruction at that address (``Halt.STOP_AT``).
+    ``keep_ram``: return the RAM's bytes at the end in the result's ``ram``."""
     if ram_size <= 0 or ram_size % 4 or RAM_BASE + ram_size > CONSOLE_ADDR:
         raise ValueError(f"ram_size must be a positive multiple of 4 below {CONSOLE_ADDR:#x}, not {ram_size}")
     for addr, data in image.segments:
@@ -201,6 +204,8 @@ def run_unicorn(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int =
                 smc_word = None
                 uc.reg_write(UC_RISCV_REG_PC, pc)     # leave the stale block; this hook runs again at pc
                 return
+        if pc == stop_at:
+            return stop(Halt(Halt.STOP_AT, pc))
         if steps >= check_at:       # before the instruction's effects: it does not run
             check_at = steps + TIME_CHECK_STEPS
             if time.perf_counter() >= deadline:
@@ -309,4 +314,4 @@ def run_unicorn(image: Image, ram_size: int = DEFAULT_RAM_SIZE, max_steps: int =
                                f"{error or 'no error'}")
     records = [Retire(*r) for r in raw] if trace else []
     return RunResult(console=bytes(console), halt=halt, records=records, instructions=steps, cycles=steps,
-                     seconds=seconds)
+                     seconds=seconds, ram=bytes(mem_read(RAM_BASE, ram_size)) if keep_ram else None)

@@ -10,6 +10,7 @@ import shutil
 import pytest
 
 from cpu.chat import TOOL_MAX_STEPS, TOOL_TIME_LIMIT, Chat, parse_tool_calls
+from cpu.tools import TOOLS
 from cpu.machine import Halt
 from netlist2tf.common.errors import Netlist2TFError
 from netlist2tf.merge.qwen_text import write_text_tokenizer
@@ -70,7 +71,7 @@ def test_scripted_chat_of_200_long_integer_calls(base):
     (_call("1+" * 40000 + "1"), "error: the expression is too long for the machine"),   # 80 KB: more than the RAM
     (_call("7 ^ 5000 % 10"), "error: result too large"),
     (_call("9" * 1200 + " + 1"), "error: result too large"),
-    (_call("2", name="python"), "error: unknown tool 'python'; the tools are calc"),
+    (_call("2", name="shell"), "error: unknown tool 'shell'; the tools are calc, python"),
     (_call("2", param="expr"), "error: unknown parameter(s) expr; calc takes 'expression'"),
     ("<tool_call>\n<function=calc>\n<parameter=expression>\n1\n", "error: a <tool_call> without its </tool_call>"),
     ("<tool_call>{\"name\": \"calc\", \"arguments\": {\"expression\": \"1\"}}</tool_call>", "error: the tool call is not one"),
@@ -81,6 +82,34 @@ def test_bad_calls_come_back_as_errors(base, reply, error):
     assert chat.send("compute") == "Sorry."
     assert chat.messages[-2]["role"] == "tool" and chat.messages[-2]["content"].startswith(error), chat.messages[-2]
     assert chat.send("and 6 * 7?") == "42." and chat.messages[-2]["content"] == "42"   # the conversation goes on
+
+
+def test_python_calls_and_their_errors(base):
+    """The python tool in a scripted chat (calls on unicorn): a script's output, then a syntax error, an
+    uncaught exception, a script past its step budget and one that prints too much, each the tool's
+    response (MicroPython's own messages; CPython's wording differs), and the conversation goes on."""
+    calls = [
+        ("print(sum(i * i for i in range(100)), 2 ** 100)", "328350 1267650600228229401496703205376"),
+        ("print(1 +)", "Traceback (most recent call last):\n  File \"<stdin>\", line 1\nSyntaxError: invalid syntax"),
+        ("d = {}\nprint(d['k'])", "Traceback (most recent call last):\n  File \"<stdin>\", line 2, in <module>\n"
+                                   "KeyError: k"),
+        ("while True:\n    pass", "error: python did not finish within 2,000,000 instructions (the call is too "
+                                   "expensive; split it into smaller ones); raise --tool-max-steps to let it run longer"),
+        ("for i in range(100):\n    print('%03d' % i * 30)", "000" * 30 + "\n" + "001" * 30 + "\n"),
+    ]
+    replies = iter([r for code, _ in calls for r in (_call(code, name="python", param="code"), "ok")])
+    chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn", max_steps=2_000_000)
+    assert "python" in chat.available() and any(t["function"]["name"] == "python" for t in chat.tools)
+    for (code, answer), run_index in zip(calls, range(len(calls))):
+        assert chat.send("run it") == "ok"
+        got = chat.messages[-2]["content"]
+        assert chat.messages[-2]["role"] == "tool"
+        if answer.endswith("\n"):          # too much output: the start, then how much was left out
+            assert got.startswith(answer) and len(got) < 5000 and got.endswith("(the output was 9,100 bytes; "
+                                                                                "the first 4,096 are shown)"), got[-200:]
+        else:
+            assert got == answer, got
+    assert [r.ok for r in chat.runs] == [True, False, False, False, True]
 
 
 def test_step_budget(base):
@@ -98,7 +127,8 @@ def test_default_limits(base):
     executor here); 10^1199 % 7 needs 391,740 and is stopped, 10^190 % 7 is within both."""
     replies = iter([_call("10^1199 % 7"), "ok", _call("10^190 % 7"), "ok"])
     chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn")
-    assert (chat.time_limit, chat.max_steps) == (TOOL_TIME_LIMIT, TOOL_MAX_STEPS) == (60, 100_000)
+    assert (chat.time_limit, chat.max_steps) == (TOOL_TIME_LIMIT, None) and TOOL_MAX_STEPS == 100_000
+    assert TOOLS["calc"].max_steps == 100_000 and TOOLS["python"].max_steps == 50_000_000
     chat.send("big")
     assert chat.messages[-2]["content"] == ("error: calc did not finish within 100,000 instructions (the call is "
                                             "too expensive; split it into smaller ones); raise --tool-max-steps "

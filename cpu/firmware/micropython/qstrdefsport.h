@@ -1,0 +1,1 @@
+/* No port-specific qstrs. */
