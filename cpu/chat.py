@@ -19,7 +19,8 @@ program past its step budget or its time limit, an input longer than RAM) comes 
 
 A tool call runs at most ``time_limit`` seconds of wall-clock time (default 60: what a conversation
 can wait for; the engine is stopped in the middle of its run) and ``max_steps`` instructions (default: each tool's
-own budget, ``Tool.max_steps``; calc's 100,000 is about 100 s of the model engine's default fast executor on the 2-core development machine,
+own chat budget, ``Tool.chat_max_steps``; calc's 100,000 is about 100 s of the model engine's default
+fast executor on the 2-core development machine,
 ~1,000 instructions/s, `bench/tool_rate.py`; so there the clock stops a model call first, and the step
 budget stops the same calls on every engine and on faster hosts).
 """
@@ -35,7 +36,7 @@ from .machine import Halt
 from .tools import TOOLS, ToolRun, run_tool
 
 TOOL_TIME_LIMIT = 60.0          # seconds of wall-clock time per tool call
-TOOL_MAX_STEPS = 100_000        # instructions per calc call (cpu/tools.py CALC.max_steps)
+TOOL_MAX_STEPS = 100_000        # instructions per calc call (cpu/tools.py Tool.chat_max_steps)
 
 _CALL = re.compile(r"<tool_call>(.*?)</tool_call>", re.S)
 _FUNCTION = re.compile(r"\s*<function=([^>\n]*)>(.*?)</function>\s*\Z", re.S)
@@ -86,7 +87,7 @@ class Chat:
     layers; "unicorn"/"netlist" for comparison); ``system``: an optional system message;
     ``time_limit``: the seconds of wall-clock time a tool call may run (None: no limit), from the
     program's first cycle (loading the model before the first call does not count); ``max_steps``:
-    the instructions it may run (None: the tool's own budget, ``Tool.max_steps``). A call stopped by
+    the instructions it may run (None: the tool's own budget, ``Tool.chat_max_steps``). A call stopped by
     either comes back as an ``error: ...`` response that says which limit, and how to raise it
     (``LIMIT_HINTS``)."""
     LIMIT_HINTS: ClassVar[dict] = {Halt.TIME_LIMIT: "raise --tool-time-limit to let it run longer",
@@ -100,7 +101,7 @@ class Chat:
     system: str | None = None
     use_tools: bool = True                            # False: the same chat with no tool declared
     time_limit: float | None = TOOL_TIME_LIMIT
-    max_steps: int | None = None                      # None: each tool's own (Tool.max_steps)
+    max_steps: int | None = None                      # None: each tool's own (Tool.chat_max_steps)
     messages: list = field(default_factory=list)
     runs: list = field(default_factory=list)          # ToolRun of every call, in order
 
@@ -188,7 +189,7 @@ class Chat:
                     else f"the parameter {tool.parameter!r} is missing")
             return ToolRun(tool.name, f"error: {what}; {tool.name} takes {tool.parameter!r}", False, self.engine)
         run = run_tool(tool, call.arguments[tool.parameter], self.engine, ram_size=self.ram_size(tool),
-                       max_steps=self.max_steps, checkpoint=self.folder if self.engine == "model" else None,
+                       max_steps=self.max_steps or tool.chat_max_steps, checkpoint=self.folder if self.engine == "model" else None,
                        executor=self.executor, log=lambda msg: None, time_limit=self.time_limit)
         hint = self.LIMIT_HINTS.get(run.halt.kind) if run.halt else None
         if hint:

@@ -31,7 +31,8 @@ class Tool:
     parameter: str            # the one parameter whose value is the program's input
     description: str
     parameter_description: str
-    max_steps: int = 2_000_000
+    max_steps: int = 2_000_000     # run_tool's default budget
+    chat_max_steps: int = 100_000  # a chat call's default budget (cpu/chat.py; --tool-max-steps)
 
     def min_ram(self) -> int:
         """The least RAM the tool's firmware runs in."""
@@ -55,7 +56,6 @@ CALC = Tool(
     "parentheses; / is floor division and % its remainder (Python's // and %), ^ the power. Use it for "
     "every calculation with long numbers.",
     "an integer expression, for example (123456789 * 987654321 - 5) / 7 ^ 2",
-    max_steps=100_000,
 )
 PYTHON = Tool(
     "python", None, "code",
@@ -65,6 +65,7 @@ PYTHON = Tool(
     "Print every result you need.",
     "the Python source, for example: print(sum(i * i for i in range(100)))",
     max_steps=50_000_000,
+    chat_max_steps=50_000_000,
 )
 TOOLS = {CALC.name: CALC, PYTHON.name: PYTHON}
 

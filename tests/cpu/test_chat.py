@@ -128,7 +128,7 @@ def test_default_limits(base):
     replies = iter([_call("10^1199 % 7"), "ok", _call("10^190 % 7"), "ok"])
     chat = Chat(base, assistant=lambda messages, prompt: next(replies), engine="unicorn")
     assert (chat.time_limit, chat.max_steps) == (TOOL_TIME_LIMIT, None) and TOOL_MAX_STEPS == 100_000
-    assert TOOLS["calc"].max_steps == 100_000 and TOOLS["python"].max_steps == 50_000_000
+    assert TOOLS["calc"].chat_max_steps == 100_000 and TOOLS["python"].chat_max_steps == 50_000_000
     chat.send("big")
     assert chat.messages[-2]["content"] == ("error: calc did not finish within 100,000 instructions (the call is "
                                             "too expensive; split it into smaller ones); raise --tool-max-steps "
@@ -206,6 +206,38 @@ def test_chat_on_the_merged_cpu(tmp_path_factory, capsys):
         printed = capsys.readouterr()
         assert "tool calc: 18446744073709551615\n" in printed.out and "assistant: It is" in printed.out
         assert "trace tokens" in printed.err
+    finally:
+        shutil.rmtree(out.parent, ignore_errors=True)
+
+
+@pytest.mark.slow          # the 256 KiB CPU (built once, ~20 minutes) merged; each call minutes of generation
+def test_python_calls_on_the_merged_256k_cpu(tmp_path_factory):
+    """The python tool through the model: the 256 KiB CPU merged in front of the embedded default base,
+    scripted calls run in the merged checkpoint's compiled layers (fast exact executor): a script's
+    output, a syntax error, an uncaught exception and a script past the step budget all come back as
+    the tool's response, each equal to the same call on unicorn."""
+    from cpu.model_engine import build_checkpoint
+    from netlist2tf import cli as n2t
+    from pathlib import Path
+
+    build = Path(__file__).resolve().parents[2] / "build"
+    out = tmp_path_factory.mktemp("chatpy") / "m"
+    calls = ["print(6 * 7)", "print(1 +)", "d = {}\nprint(d['k'])", "while True:\n    pass"]
+    try:
+        assert n2t.main(["merge", str(build_checkpoint(262144, build_dir=build)), "--build-dir", str(build),
+                         "--out", str(out)]) == 0
+        answers = {}
+        for engine in ("unicorn", "model"):
+            replies = iter([r for code in calls for r in (_call(code, name="python", param="code"), "ok")])
+            chat = Chat(out, assistant=lambda messages, prompt: next(replies), engine=engine, time_limit=None,
+                        max_steps=60_000)
+            assert set(chat.available()) == {"calc", "python"}
+            for _ in calls:
+                chat.send("run it")
+            answers[engine] = [(r.output, r.ok, r.instructions) for r in chat.runs]
+            assert chat.runs[0].output == "42" and chat.runs[-1].halt.kind == Halt.STEP_LIMIT
+        assert answers["model"] == answers["unicorn"]
+        print(f"python calls through the merged model: {answers['model']}")
     finally:
         shutil.rmtree(out.parent, ignore_errors=True)
 
