@@ -52,7 +52,7 @@ merge: $(STAMP)
 	$(VENV)/bin/cpu run cpu/programs/hi.c --engine model --checkpoint build/merged/cpu || test $$? -eq 10
 
 test: $(STAMP)
-	$(PY) -m pytest -q -n 2 --dist loadgroup
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # Everything, including the slow end-to-end cases.
 test-all: $(STAMP)

@@ -222,7 +222,7 @@ def test_python_calls_on_the_merged_256k_cpu(tmp_path_factory):
 
     build = Path(__file__).resolve().parents[2] / "build"
     out = tmp_path_factory.mktemp("chatpy") / "m"
-    calls = ["print(6 * 7)", "print(1 +)", "d = {}\nprint(d['k'])", "while True:\n    pass"]
+    calls = ["print(6 * 7)", "print(1 +)", "print(1 / 0)", "while True:\n    pass"]      # 39,860, 20,716, ~33,000, -
     try:
         assert n2t.main(["merge", str(build_checkpoint(262144, build_dir=build)), "--build-dir", str(build),
                          "--out", str(out)]) == 0
@@ -235,7 +235,10 @@ def test_python_calls_on_the_merged_256k_cpu(tmp_path_factory):
             for _ in calls:
                 chat.send("run it")
             answers[engine] = [(r.output, r.ok, r.instructions) for r in chat.runs]
-            assert chat.runs[0].output == "42" and chat.runs[-1].halt.kind == Halt.STEP_LIMIT
+            assert [r.output.splitlines()[-1] for r in chat.runs[:3]] == ["42", "SyntaxError: invalid syntax",
+                                                                        "ZeroDivisionError: divide by zero"]
+            assert [r.ok for r in chat.runs] == [True, False, False, False]
+            assert chat.runs[-1].halt.kind == Halt.STEP_LIMIT and chat.runs[-1].instructions == 60_000
         assert answers["model"] == answers["unicorn"]
         print(f"python calls through the merged model: {answers['model']}")
     finally:
