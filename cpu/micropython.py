@@ -200,7 +200,7 @@ def build_firmware(ram_size: int = RAM_SIZE, heap_size: int = HEAP_SIZE, compile
     if not elf.is_file():
         root.mkdir(parents=True, exist_ok=True)
         if log:
-            log(f"building the MicroPython firmware with {compiler} into {out} (about a minute, once)")
+            log(f"building the MicroPython firmware with {compiler} into {out} (once)")
         with tempfile.TemporaryDirectory(prefix=".build-", dir=root) as tmp:
             built = _build(Path(tmp), sdist, driver, cflags, compiler, ram_size)
             shutil.rmtree(out, ignore_errors=True)

@@ -20,8 +20,8 @@
 #define MICROPY_LONGINT_IMPL                    (MICROPY_LONGINT_IMPL_MPZ)
 /* Python's floats are IEEE doubles (soft float: the machine has no F/D extension). repr() and str()
  * give the shortest digits that read back as the same double, as CPython's do (the "exact" method,
- * which computes in soft 128-bit long doubles: +14.6 KB over the "approx" one, which printed
- * 1.4142135623730952 for 2 ** 0.5 where CPython prints ...951). */
+ * which computes in soft 128-bit long doubles; the smaller "approx" one printed 1.4142135623730952
+ * for 2 ** 0.5 where CPython prints ...951; its cost: docs/results.md). */
 #define MICROPY_FLOAT_IMPL                      (MICROPY_FLOAT_IMPL_DOUBLE)
 #define MICROPY_FLOAT_FORMAT_IMPL               (MICROPY_FLOAT_FORMAT_IMPL_EXACT)
 
@@ -49,7 +49,7 @@
 #define MICROPY_PY_BUILTINS_NEXT2               (1)
 #define MICROPY_CPYTHON_COMPAT                  (1)
 
-/* Off to make room (each line's saving is in docs/guide/python-on-the-cpu.md). */
+/* Off to make room (each line's saving is in docs/results.md, "MicroPython on the CPU"). */
 #define MICROPY_PY_BUILTINS_COMPLEX             (0)
 #define MICROPY_PY_ARRAY                        (0)
 #define MICROPY_PY_BUILTINS_MEMORYVIEW          (0)
