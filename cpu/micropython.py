@@ -58,8 +58,8 @@ def heap_for(ram_size: int) -> int:
 _PY_CORE = re.compile(r"^PY_CORE_O_BASENAME = \$\(addprefix py/,\\\n(.*?)\n\s*\)", re.S | re.M)
 _PORT_SOURCES = ("main.c",)
 _SHARED_SOURCES = ("shared/runtime/gchelper_native.c", "shared/runtime/gchelper_rv32i.s")
-# Compiled for speed (-O2) instead of size: where a script's instructions go (the parser was 59 % of
-# a 30-line script's 1.7 M instructions at -Os; docs/guide/python-on-the-cpu.md)
+# Compiled for speed (-O2) instead of size: where a short script's instructions go (MicroPython's
+# parser is most of them; docs/results.md, "MicroPython on the CPU")
 _HOT_SOURCES = ("parse.c",)
 _CACHE_FORMAT = 2
 _TIMEOUT_S = 600
@@ -325,11 +325,22 @@ class Boot:
     instructions: int       # the boot's cost: instructions from reset to fw_resume
 
 
+_BOOTS: dict = {}          # (firmware ELF, RAM) -> Boot: each firmware is booted once per process
+
+
 def booted_image(firmware: Firmware) -> Boot:
     """Boot the firmware once on the reference machine (unicorn) and take the RAM at ``fw_resume``: an
     image whose runs skip the boot (crt0.S: ``fw_booted`` is 1 in it). The words from the input area
     up to the top of RAM (the boot's dead stack frames) are zeroed, so the snapshot holds only the
-    firmware's code, data and .bss (the heap and the interpreter's state)."""
+    firmware's code, data and .bss (the heap and the interpreter's state). A cached ELF never changes
+    (its folder is named by the hash of its inputs), so the snapshot is kept for the process."""
+    key = (str(firmware.elf), firmware.ram_size)
+    if key not in _BOOTS:
+        _BOOTS[key] = _boot(firmware)
+    return _BOOTS[key]
+
+
+def _boot(firmware: Firmware) -> Boot:
     from .unicorn_ref import run_unicorn
 
     from .machine import Halt
