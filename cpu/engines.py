@@ -28,10 +28,11 @@ def _run_model(image, ram_size, max_steps, trace, dtype=None, batch=1, prefill=T
     """``decoding``: "speculative" (the netlist simulator drafts, the model verifies every token in long
     forward calls; plain generation if it rejects one), "plain" (token-by-token greedy generation) or
     "teacher-forced" (like speculative, but a rejected token is an error: a check of the model)."""
-    import torch
-
     from .model_engine import check_model_batch, run_model_batch, run_model_speculative
-    images, dtype = [image] * batch, getattr(torch, model_dtype(dtype)[0])
+    images, dtype = [image] * batch, model_dtype(dtype)[0]
+    if not (executor == "fast" and decoding == "plain"):   # the fast executor's generation needs no torch
+        import torch
+        dtype = getattr(torch, dtype)
     from netlist2tf.common import build_dir
     progress = build_dir() / "teacher-forced"
     if decoding == "teacher-forced":

@@ -40,7 +40,6 @@ import numpy as np
 from netlist2tf.common import Netlist2TFError
 from netlist2tf.common import build_dir as default_build_dir
 
-from hdl.rv32.core import M_CYCLES, m_retires   # a division occupies the core up to M_CYCLES cycles, a multiplication 1-2
 
 from .machine import CONSOLE_ADDR, Halt, Retire, RunResult
 from .netlist_engine import check_image, core_design, halt_from_port
@@ -191,9 +190,7 @@ def model_protocol(netlist):
 
 
 def _build_checkpoint(ram_size, build_dir, log) -> Path:
-    from netlist2tf.frontend import synthesize
-    from netlist2tf.common import drop_kernel_notes
-    from netlist2tf.common import cache_lock
+    from netlist2tf.common import cache_lock, drop_kernel_notes
 
     drop_kernel_notes()
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -206,6 +203,8 @@ def _build_checkpoint(ram_size, build_dir, log) -> Path:
     index = cache / "by-source" / source_key(settings)
     if index.is_file() and _complete(found := cache / index.read_text().strip()):
         return found
+    from netlist2tf.frontend import synthesize
+
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
     key = hashlib.sha256(json.dumps(settings, sort_keys=True).encode() + b"\0" +
                          result.json_text.encode() + b"\0" + compiler_digest().encode()).hexdigest()[:16]
@@ -535,6 +534,8 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     model, protocol, netlist, inits, meta, folder = _model_for(images, ram_size, dtype, build_dir, log,
                                                                checkpoint, executor, text_prefix)
     B = len(images)
+    from hdl.rv32.core import M_CYCLES     # a division occupies the core up to M_CYCLES cycles, a multiplication 1-2
+
     limit = M_CYCLES * (max_steps + 1) + 2
     decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace)
                 for img in images]
@@ -776,6 +777,8 @@ class TraceDecoder:
         self.max_steps, self.trace = max_steps, trace
         self.records, self.console = [], bytearray()
         self.halt, self.retired, self.cycles = None, 0, 0
+        from hdl.rv32.core import m_retires    # the core's M unit timing (imported here: Amaranth loads with it)
+        self.m_retires = m_retires
 
     def _pc(self, registers: dict) -> int:
         """pc_lo and pc_mid are the RAM word; pc_hi, the bits above it, counts only while pc_oob is 1
@@ -807,7 +810,7 @@ class TraceDecoder:
         # its steps, ``m_steps(funct3)``). A store retires to the console when it writes no RAM word
         # (else it traps).
         m_insn = insn & 0x7F == OP_OP and insn >> 25 == 1
-        m_done = m_retires((insn >> 12) & 7, *(self._value(self.registers, r) for r in ("m_busy", "m_count", "m_pend")))
+        m_done = self.m_retires((insn >> 12) & 7, *(self._value(self.registers, r) for r in ("m_busy", "m_count", "m_pend")))
         out["rvfi_valid"] = int(not self._value(frame.registers, "halted") and not (m_insn and not m_done))
         out["console_valid"] = int(out["rvfi_valid"] and insn & 0x7F == OP_STORE and waddr is None)
         if out["rvfi_valid"]:

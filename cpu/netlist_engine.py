@@ -11,11 +11,7 @@ import time
 import numpy as np
 
 from netlist2tf.common import Netlist2TFError
-from netlist2tf.frontend import synthesize
-from netlist2tf.netlist import parse_netlist
-from netlist2tf.sim import Simulator
 
-from hdl.rv32.core import M_CYCLES
 
 from .machine import DEFAULT_RAM_SIZE, Halt, Image, Retire, RunResult
 
@@ -61,6 +57,9 @@ def core_netlist(ram_size=DEFAULT_RAM_SIZE, reset_pc=0, flow="word", build_dir=N
             print(f"cpu: netlist: building the core with {ram_size >> 20} MiB of RAM needs about {gigabytes(need)} of "
                   f"memory and minutes of time ({SYNTH_SECONDS_PER_MIB} s a MiB where measured, a 2-core machine)",
                   file=sys.stderr)
+        from netlist2tf.frontend import synthesize
+        from netlist2tf.netlist import parse_netlist
+
         result = synthesize(core_design(ram_size, reset_pc), flow=flow, build_dir=build_dir)
         _NETLISTS[key] = parse_netlist(result.json_text, str(result.json_path))
     return _NETLISTS[key]
@@ -94,6 +93,8 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
         check_image(img, ram_size)
     netlist = core_netlist(ram_size, entries.pop(), flow, build_dir)
     B = len(images)
+    from netlist2tf.sim import Simulator
+
     sim = Simulator(netlist, batch=B)
     for lane, img in enumerate(images):
         sim.load_memory("ram", img.words(), instance=None if B == 1 else lane)
@@ -113,6 +114,8 @@ def run_netlist_batch(images: list, ram_size: int = DEFAULT_RAM_SIZE, max_steps:
     deadline = None if time_limit is None else t0 + time_limit
     late = False
     # An M instruction takes M_CYCLES cycles; bound the cycles so a wedged core cannot hang the run.
+    from hdl.rv32.core import M_CYCLES
+
     for _ in range(M_CYCLES * (max_steps + 1) + 1):
         out = sim.step_values()
         valid = out[idx["rvfi_valid"]].astype(bool) & live
@@ -160,6 +163,8 @@ def halt_from_port(get) -> Halt:
 
 def _run_single(sim, idx, max_steps, trace, time_limit=None) -> RunResult:
     """The batch-1 loop on plain ints (the common case of `cpu run`)."""
+    from hdl.rv32.core import M_CYCLES
+
     i_valid, i_con, i_data, i_halt = idx["rvfi_valid"], idx["console_valid"], idx["console_data"], idx["halt"]
     i_fields = [idx["rvfi_" + f] for f in RETIRE_FIELDS]
     records, console = [], bytearray()

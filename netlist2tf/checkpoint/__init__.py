@@ -5,8 +5,8 @@ sealed by sha256 in compile.json), and read back with every file checked."""
 from netlist2tf.common.lazy import public
 
 __getattr__, __dir__, __all__ = public(__name__, {
-    'emit': ('check_seal', 'emit_checkpoint', 'load_checkpoint', 'load_hf_model', 'read_checkpoint',
+    'emit': ('check_seal', 'emit_checkpoint', 'file_digest', 'load_checkpoint', 'load_hf_model', 'read_checkpoint',
              'read_meta', 'seal', 'trace_side'),
     'hf': ('token_names',),
-    'weightfiles': ('INDEX', 'WeightFiles', 'checkpoint_name', 'text_name', 'write_shards'),
+    'weightfiles': ('INDEX', 'SINGLE', 'WeightFiles', 'checkpoint_name', 'text_name', 'write_shards'),
 })

@@ -14,15 +14,11 @@ Writing is deterministic: the same design and settings give byte-identical files
 import hashlib
 import json
 import os
+import pickle
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
-from netlist2tf.compile import CompileSettings, trace_protocol
 from netlist2tf.common import Netlist2TFError
-from netlist2tf.netlist import keep_outputs
-from netlist2tf.netlist import parse_netlist
 from netlist2tf.common import write_folder
 from netlist2tf.compile import TraceProtocol
 
@@ -107,12 +103,18 @@ def check_seal(folder, record, names=SEALED, what="compile.json") -> None:
                               f"protocol may disagree; restore the files or write the checkpoint again")
 
 
-def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=torch.float32, settings=None,
+def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None, settings=None,
                     force: bool = False):
-    """Write ``compiled`` to ``folder`` (replaced atomically: a failed or interrupted write leaves the
-    old one; a folder that is not one of ours is refused unless ``force``: netlist2tf.common.outputs)."""
+    """Write ``compiled`` to ``folder`` in ``dtype`` (float32 when None; replaced atomically: a failed or
+    interrupted write leaves the old one; a folder that is not one of ours is refused unless
+    ``force``: netlist2tf.common.outputs)."""
+    import torch
+
     from netlist2tf.common import quiet_transformers
     from netlist2tf.checkpoint.hf import generation_settings, readable_register_names, token_names, write_tokenizer
+    from netlist2tf.netlist import keep_outputs, parse_netlist
+
+    dtype = dtype or torch.float32
 
     netlist = parse_netlist(netlist_json)
     if compiled.outputs is not None:
@@ -166,12 +168,59 @@ def read_meta(folder, what="compile.json") -> dict:
     return meta
 
 
+TRACE_SIDE_FORMAT = 1
+TRACE_SIDE_FILES = 64               # cached trace sides kept (the most recently used)
+
+
+def _source_digest() -> str:
+    """The sha256 of this package's sources (every .py and .json of netlist2tf): what a cached trace
+    side was made by, and what its pickled objects' classes are."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for f in sorted([*root.rglob("*.py"), *root.rglob("*.json")]):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def trace_side(folder, meta: dict, sealed=SEALED):
     """(protocol, netlist) of a checkpoint folder: the protocol read from ``trace_protocol.json`` (the
     one source of truth for every host), after checking that the files in ``sealed`` are the ones
-    written and that the protocol is the one the netlist and the compile settings give."""
+    written and that the protocol is the one the netlist and the compile settings give.
+
+    The result is cached under the build folder (``trace-side/``, a pickle) by the sha256 of
+    compile.json's content (which records the protocol's and the netlist's sha256, checked here on
+    every call) and of this package's sources: parsing a large netlist and deriving its protocol
+    again takes most of a second. A cache file that cannot be read is derived again."""
+    from netlist2tf.common import build_dir, prune_cache
+
     folder = Path(folder)
     check_seal(folder, meta.get("sha256"), sealed)
+    key = hashlib.sha256(json.dumps([TRACE_SIDE_FORMAT, meta, list(sealed)], sort_keys=True).encode()
+                         + _source_digest().encode()).hexdigest()[:24]
+    cached = build_dir() / "trace-side" / f"{key}.pickle"
+    try:
+        protocol, netlist = pickle.loads(cached.read_bytes())
+        if isinstance(protocol, TraceProtocol):
+            os.utime(cached)        # recently used: pruned last
+            return protocol, netlist
+    except Exception:               # missing, cut short, or from another version: derive it again
+        pass
+    protocol, netlist = _derive_trace_side(folder, meta)
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
+        tmp.write_bytes(pickle.dumps((protocol, netlist), protocol=pickle.HIGHEST_PROTOCOL))
+        os.replace(tmp, cached)
+    except OSError:
+        pass                        # a read-only build folder: derived again next time
+    prune_cache(cached.parent, ".pickle", TRACE_SIDE_FILES)
+    return protocol, netlist
+
+
+def _derive_trace_side(folder: Path, meta: dict):
+    from netlist2tf.compile import CompileSettings, trace_protocol
+    from netlist2tf.netlist import keep_outputs, parse_netlist
+
     protocol = TraceProtocol.from_json((folder / "trace_protocol.json").read_text(),
                                        str(folder / "trace_protocol.json"))
     netlist = parse_netlist((folder / "netlist.json").read_text(), str(folder / "netlist.json"),
@@ -235,6 +284,10 @@ def load_checkpoint(folder, dtype=None):
 
     Raises Netlist2TFError naming the missing, malformed or changed file."""
     protocol, netlist, meta = read_checkpoint(folder)
+    import torch
+
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
     model = load_hf_model(folder, dtype or getattr(torch, meta.get("dtype", "float32"), torch.float32))
     if model.config.vocab_size != protocol.vocab_size:
         raise Netlist2TFError(f"{folder}: the model's vocabulary ({model.config.vocab_size}) does not "

@@ -8,10 +8,11 @@ from netlist2tf.common.lazy import public
 __getattr__, __dir__, __all__ = public(__name__, {
     'divider': ('fits',),
     'macros': ('DIV_CELLS', 'expand'),
-    'plan': ('CompileSettings', 'ModelPlan', 'memory_capacity_slots', 'plan_model', 'reachable_banks',
+    'plan': ('ModelPlan', 'memory_capacity_slots', 'plan_model', 'reachable_banks',
              'resolve_groups', 'standalone_layer_types', 'trace_protocol'),
     'protocol': ('Field', 'IN', 'KINDS', 'MA', 'MD', 'OUT', 'REG', 'TraceError', 'TraceProtocol'),
     'rom': ('FLAT_MAX_WORDS', 'rom_shape', 'rom_words'),
     'schedule': ('Schedule', 'unit_cost'),
+    'settings': ('CompileSettings',),
     'target': ('FULL', 'LINEAR', 'Target', 'dense_breakdown', 'geometries', 'geometry_path'),
 })

@@ -6,10 +6,7 @@ chooses over its whole vocabulary."""
 from pathlib import Path
 from types import SimpleNamespace
 
-import torch
-
 from netlist2tf.common import Netlist2TFError
-from netlist2tf.merge.merge import FORMAT, MERGED_SEALED
 
 
 class MergedTrace:
@@ -67,8 +64,10 @@ class MergedTrace:
         end = None
         if end_mask is not None:
             if self._end[0] is not end_mask:                           # widened once per mask
-                wide = torch.zeros(self.offset + self.vocab, dtype=torch.uint8)
-                wide[self.offset:] = end_mask
+                import numpy as np
+
+                wide = np.zeros(self.offset + self.vocab, dtype=np.uint8)
+                wide[self.offset:] = np.asarray(end_mask)
                 self._end = (end_mask, wide)
             end = self._end[1]
         out = self.model.generate(cache, row, ids, end, max_new)
@@ -78,6 +77,8 @@ class MergedTrace:
         return [t - self.offset for t in out]
 
     def __call__(self, input_ids, cache=None, **kw):
+        import torch
+
         from netlist2tf.compile import TraceError
 
         if bool((input_ids >= self.vocab).any()):     # the last column: the model chose a base token
@@ -135,6 +136,7 @@ def load_merged(folder, dtype=None, prefix=(), interludes=None, model=None):
     passes its own); stock transformers when None. Callers that run a checkpoint open it with
     ``netlist2tf.run.open_checkpoint``."""
     from netlist2tf.checkpoint import check_seal, load_hf_model, read_meta, trace_side
+    from netlist2tf.merge.merge import FORMAT, MERGED_SEALED
 
     folder = Path(folder)
     for name in ("config.json", "compile.json", "netlist.json", "merge.json", "trace_protocol.json"):
@@ -162,8 +164,12 @@ def load_merged(folder, dtype=None, prefix=(), interludes=None, model=None):
     if bad:
         raise Netlist2TFError(f"text prefix tokens {bad[:5]} are not base-vocabulary tokens "
                               f"(0..{info['trace_token_offset'] - 1})")
-    dtype = dtype or getattr(torch, info["dtype"])
-    model = (model or load_hf_model)(folder, dtype)
+    dtype = dtype or info["dtype"]
+    if model is None:                 # stock transformers (the fast executor takes the dtype's name)
+        import torch
+
+        dtype, model = (getattr(torch, dtype) if isinstance(dtype, str) else dtype), load_hf_model
+    model = model(folder, dtype)
     meta["initial_memory"] = {name: {int(a): w for a, w in words.items()}
                               for name, words in meta.get("initial_memory", {}).items()}
     return (MergedTrace(model, info["trace_token_offset"], protocol.vocab_size, prefix, interludes), protocol, netlist,

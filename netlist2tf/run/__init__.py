@@ -5,8 +5,8 @@ the trace host that feeds inputs and reads outputs cycle by cycle, the check aga
 from netlist2tf.common.lazy import public
 
 __getattr__, __dir__, __all__ = public(__name__, {
-    'fast': ('FastInexact',),
+    'executor': ('FastInexact', 'FastUnsupported'),
     'host': ('Frame', 'RunStopped', 'run_model'),
-    'opener': ('open_checkpoint',),
+    'opener': ('fast_trace', 'load_fast_checkpoint', 'open_checkpoint'),
     'verify': ('expected_tokens', 'memory_needed', 'verify_model', 'verify_teacher_forced'),
 })

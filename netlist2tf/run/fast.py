@@ -33,66 +33,25 @@ its assumptions: not a text Qwen3.5 model, a full-attention layer with a non-zer
 Callers then fall back to stock transformers.
 """
 
-import functools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
-from netlist2tf.common import Netlist2TFError
-
-
-class FastUnsupported(Netlist2TFError):
-    """The checkpoint breaks one of the fast executor's assumptions; run it with stock transformers."""
-
+from netlist2tf.run.executor import _OPS, FastInexact, FastUnsupported, Image, Kernel, library
 
 _KERNEL = None          # the compiled spmv (ctypes), False where it cannot be built
-
-
-_LIBS: dict = {}
-
-
-def _library(name: str):
-    """netlist2tf/csrc/NAME.c compiled once with the system's C compiler into BUILD/fast/ (cached by
-    the source's hash), as a ctypes library; None if it cannot be built (no compiler): the torch
-    path is used instead (the same values, slower)."""
-    if name not in _LIBS:
-        import ctypes
-        import hashlib
-        import os
-        import shutil
-        import subprocess
-        import tempfile
-
-        from netlist2tf.common import build_dir
-
-        src = Path(__file__).parent / "csrc" / f"{name}.c"
-        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-        lib = build_dir() / "fast" / f"{name}-{hashlib.sha256(src.read_bytes()).hexdigest()[:16]}.so"
-        try:
-            if not lib.is_file():
-                if cc is None:
-                    raise OSError("no C compiler (cc/gcc) on PATH")
-                lib.parent.mkdir(parents=True, exist_ok=True)
-                fd, tmp = tempfile.mkstemp(suffix=".so", dir=lib.parent)
-                os.close(fd)
-                subprocess.run([cc, "-O2", "-fPIC", "-shared", "-ffp-contract=off", "-o", tmp, str(src), "-lm"],
-                               check=True, capture_output=True)
-                os.replace(tmp, lib)
-            _LIBS[name] = ctypes.CDLL(str(lib))
-        except (OSError, subprocess.CalledProcessError):
-            _LIBS[name] = None
-    return _LIBS[name]
 
 
 def _kernel():
     global _KERNEL
     if _KERNEL is None:
         import ctypes
-        lib = _library("spmv")
+        lib = library("spmv")
         if lib is None:
             _KERNEL = False
         else:
@@ -278,11 +237,13 @@ class FastModel:
     """A compiled checkpoint run sparsely (module docstring). ``step(tokens, state)`` feeds one token
     per batch row and returns the logits of the next position; ``generate`` runs greedily."""
 
-    def __init__(self, folder, dtype=None, kernel: str = "auto", head_tree: bool = True):
-        """``kernel``: "c" (netlist2tf/csrc/step.c: the whole position in one call, incremental),
+    def __init__(self, folder, dtype=None, kernel: str = "auto", head_tree: bool = True, embedding: str = "auto"):
+        """``kernel``: "c" (netlist2tf/run/csrc/step.c: the whole position in one call, incremental),
         "torch" (the same operations as torch calls, one per operation, every position from scratch:
         the reference), "auto": c where a C compiler exists. ``head_tree``: the C kernel keeps the LM
-        head as a max tree where that is provably exact (False: by rows, the general path)."""
+        head as a max tree where that is provably exact (False: by rows, the general path).
+        ``embedding``: how the C kernel holds the embedding: "dense", "rows" (its non-zero entries) or
+        "auto" (rows where at most half the entries are non-zero)."""
         from netlist2tf.checkpoint import WeightFiles, checkpoint_name
 
         folder = Path(folder)
@@ -343,10 +304,11 @@ class FastModel:
         self.nonzero = sum(m.nnz for m in self._matrices())
         self.kernel = None
         if kernel in ("auto", "c"):
-            lib = _library("step")
+            lib = library("step")
             if lib is None and kernel == "c":
                 raise FastUnsupported("the fast executor's C kernel cannot be built here (no C compiler)")
-            self.kernel = _CStep(self, lib, head_tree) if lib is not None else None
+            if lib is not None:
+                self.kernel = Kernel(image_of(self, head_tree, embedding), lib, str(folder))
 
     def _matrices(self):
         yield self.head
@@ -367,7 +329,7 @@ class FastModel:
 
     def state_bytes(self, state) -> int:
         """The state's size in bytes (it does not grow with the trace)."""
-        if isinstance(state, _Rows):
+        if self.kernel is not None:
             return state.nbytes
         return sum(t.numel() * t.element_size() for layer in state if layer for t in layer)
 
@@ -377,7 +339,10 @@ class FastModel:
         in the model's dtype. ``hidden``: a list that receives the hidden state after the embedding and
         after every layer (as ``output_hidden_states`` gives them, the last one normalised)."""
         if self.kernel is not None:
-            return self.kernel(tokens, state, hidden)
+            logits, buf = self.kernel.step(torch.as_tensor(tokens).reshape(-1).tolist(), state, hidden is not None)
+            if hidden is not None:
+                hidden.extend(torch.from_numpy(buf[:, i]).to(self.dtype) for i in range(buf.shape[1]))
+            return torch.from_numpy(logits).to(self.dtype)
         h = self.embed[torch.as_tensor(tokens, dtype=torch.long)]
         if hidden is not None:
             hidden.append(h)
@@ -393,88 +358,6 @@ class FastModel:
         if hidden is not None:
             hidden[-1] = h
         return _mv(self.head, h, self.dtype)
-
-
-class FastCache:
-    """The executor's cache for one batch: the DeltaNet layers' state (constant size)."""
-
-    def __init__(self, state, batch):
-        self.state, self.batch = state, batch
-
-
-class FastTrace:
-    """``FastModel`` behind the interface the trace hosts call (``netlist2tf.run.host.run_model``,
-    ``verify_teacher_forced``, the CPU's model engine): ``model(input_ids=(B, T), cache=...)`` returns
-    ``.logits`` (B, T, vocab) and ``.cache``, feeding the T tokens one position at a time. ``config``
-    is the checkpoint's (a ``Qwen3_5TextConfig``)."""
-
-    def __init__(self, fast: FastModel):
-        self.fast = fast
-        self._param = torch.zeros(1, dtype=fast.dtype)
-
-    @functools.cached_property
-    def config(self):
-        """The checkpoint's config, read by transformers when first asked for (running needs none of
-        it: importing transformers would cost a second of start-up)."""
-        from transformers import AutoConfig
-
-        return AutoConfig.from_pretrained(self.fast.folder)
-
-    def parameters(self):
-        yield self._param
-
-    def to(self, device):
-        if str(device) != "cpu":
-            raise FastUnsupported("the fast executor runs on the CPU only; use --executor stock on a GPU")
-        return self
-
-    def state_dict(self):
-        raise FastUnsupported("the fast executor has no state dict; resume saved checks with --executor stock")
-
-    @property
-    def generates(self) -> bool:
-        """True where ``generate`` runs whole frames in the C kernel (netlist2tf.run.host uses it)."""
-        return self.fast.kernel is not None
-
-    def new_cache(self, batch: int) -> FastCache:
-        return FastCache(self.fast.new_state(batch), batch)
-
-    def generate(self, cache: FastCache, row: int, feed, end_mask, max_new: int) -> list:
-        """Feed ``feed`` to batch row ``row``, then generate greedily (each token fed too) until a
-        token whose ``end_mask`` entry is set or ``max_new`` tokens (the C kernel: no Python per
-        token). With nothing to feed the first token is the greedy choice after the row's last."""
-        return self.fast.kernel.generate(cache.state, row, feed, end_mask, max_new)
-
-    @torch.no_grad()
-    def __call__(self, input_ids, cache=None, **kw):
-        from types import SimpleNamespace
-
-        ids = torch.as_tensor(input_ids)
-        B, T = ids.shape
-        if cache is None:
-            cache = FastCache(self.fast.new_state(B), B)
-        logits = torch.empty(B, T, self.fast.vocab_size, dtype=self.fast.dtype)
-        for t in range(T):
-            logits[:, t] = self.fast.step(ids[:, t], cache.state)
-        return SimpleNamespace(logits=logits, cache=cache)
-
-
-def load_fast_checkpoint(folder, dtype=None):
-    """``emit.load_checkpoint``'s tuple with the model run by the fast executor: (FastTrace, or a
-    ``netlist2tf.merge.MergedTrace`` around one for a merged folder, protocol, netlist, initial registers,
-    meta). The same checks of the folder (its files sealed, the protocol read from
-    trace_protocol.json); FastUnsupported where the executor cannot run it."""
-    from netlist2tf.checkpoint import read_checkpoint
-
-    if (Path(folder) / "merge.json").is_file():
-        from netlist2tf.merge import load_merged
-        return load_merged(folder, dtype, model=lambda f, d: FastTrace(FastModel(f, d)))[:5]
-    protocol, netlist, meta = read_checkpoint(folder)
-    fast = FastModel(folder, dtype or getattr(torch, meta.get("dtype", "float32"), torch.float32))
-    if fast.vocab_size != protocol.vocab_size:
-        raise Netlist2TFError(f"{folder}: the model's vocabulary ({fast.vocab_size}) does not match its "
-                              f"trace protocol ({protocol.vocab_size}); recompile it")
-    return FastTrace(fast), protocol, netlist, meta["initial_registers"], meta
 
 
 @dataclass
@@ -514,21 +397,6 @@ def compare_with_stock(fast: FastModel, stock, ids: torch.Tensor, limit: int = 5
 
 
 # -- the C kernel (netlist2tf/csrc/step.c): the whole position in one call ---------------------------
-
-class FastInexact(Netlist2TFError):
-    """A value outside the regions where the C kernel is provably equal to the stock forward (e.g. a
-    silu of a non-saturated input): run the checkpoint with stock transformers."""
-
-
-_OPS = {1: "silu of a value where it is not saturated", 2: "sigmoid of a value where it is not saturated",
-        3: "softplus inside its curved range", 4: "a DeltaNet decay that is not exactly 1",
-        5: "a DeltaNet key with more than two non-zero entries (of head)",
-        6: "a DeltaNet query with more than two non-zero entries (of head)",
-        7: "a mean square that float32 cannot hold exactly",
-        8: "a sum that double precision cannot be proved to hold exactly (bits needed beyond 53)",
-        11: "a full-attention layer with a non-zero output projection got non-zero values (v_proj of "
-            "its input, at the entry shown): its output is not provably zero (text before the trace?)"}
-
 
 def _csc(m: "_Sparse"):
     """``m``'s non-zero entries by columns: (colptr int64, row int32, val float32), rows ascending
@@ -597,215 +465,81 @@ def _head_tree(m: "_Sparse", csc):
                torch.tensor(weights, dtype=torch.float32))
 
 
-_STRUCTS = None
+def image_of(fast: "FastModel", tree: bool = True, embedding: str = "auto") -> Image:
+    """The C kernel's ``Image`` of ``fast`` (netlist2tf.run.executor): every matrix by columns with its
+    exactness bound, the norms' scales, the DeltaNet constants, the embedding, and with ``tree`` the LM
+    head as a max tree (where its sums are provably exact in the output dtype step.c uses it; else
+    it goes by rows)."""
+    arrays = {}
+    longest = [fast.embed.shape[1], fast.vocab_size]
+
+    def put(name, t):
+        a = t.detach().numpy() if isinstance(t, torch.Tensor) else t
+        arrays[name] = np.ascontiguousarray(a)
+        return name
+
+    def f32(name, t):
+        return put(name, t.detach().to(torch.float32).contiguous())
+
+    def mat(name, m: _Sparse, csc=None):
+        colptr, row, val = csc or _csc(m)
+        longest.extend(m.shape)
+        l1, cwlow = _exactness_bound(m, (colptr, row, val))
+        return {"rows": m.shape[0], "cols": m.shape[1], "colptr": put(f"{name}.colptr", colptr),
+                "row": put(f"{name}.row", row), "val": put(f"{name}.val", val), "l1": l1,
+                "cwlow": put(f"{name}.cwlow", cwlow)}
+
+    layers = []
+    for i, ((n1, n2), mixer, mlp) in enumerate(fast.layers):
+        p = f"L{i}"
+        L = {"kind": 0 if mixer is None else 2 if isinstance(mixer, _SilentAttention) else 1,
+             "n1": f32(f"{p}.n1", n1.scale), "n2": f32(f"{p}.n2", n2.scale),
+             "gate_up": mat(f"{p}.gate_up", mlp.gate_up), "down": mat(f"{p}.down", mlp.down),
+             "neurons": mlp.neurons}
+        if isinstance(mixer, _SilentAttention):
+            L["v"] = mat(f"{p}.v", mixer.v)
+        elif mixer is not None:
+            L.update({k: mat(f"{p}.{k}", getattr(mixer, k)) for k in ("qkv", "z", "ab", "out")})
+            L["conv_w"] = f32(f"{p}.conv_w", mixer.conv_w)
+            L["conv_b"] = f32(f"{p}.conv_b", mixer.conv_b) if mixer.conv_b is not None else None
+            L["conv_dim"], L["K"] = mixer.conv_w.shape
+            L["neg_exp_a"] = f32(f"{p}.neg_exp_a", -mixer.A_log.float().exp())   # as the stock layer computes it
+            L["dt_bias"], L["norm_w"] = f32(f"{p}.dt_bias", mixer.dt_bias), f32(f"{p}.norm_w", mixer.norm_w)
+            L.update(nk=mixer.nk, nv=mixer.nv, dk=mixer.dk, dv=mixer.dv)
+            live = mixer.qkv.indptr[1:] > mixer.qkv.indptr[:-1]
+            if mixer.conv_b is not None:
+                live |= mixer.conv_b != 0
+            L["live"] = put(f"{p}.live", live.nonzero().flatten().to(torch.int32))
+            L["n_live"] = int(arrays[L["live"]].size)
+            L["lagged"] = put(f"{p}.lagged", (mixer.conv_w[:, :-1] != 0).any(1).to(torch.uint8))
+            longest.append(mixer.nv * mixer.dv)
+        layers.append(L)
+    head_csc = _csc(fast.head)
+    spec = {"D": int(fast.embed.shape[1]), "V": fast.vocab_size, "bf16": int(fast.dtype == torch.bfloat16),
+            **_embedding(put, fast.embed, embedding), "final_n": f32("final_n", fast.final_norm.scale),
+            "head": mat("head", fast.head, head_csc), "layers": layers, "eps": fast.config["rms_norm_eps"],
+            "tree": 0, "tptr": None, "tnode": None, "tw": None}
+    if tree:
+        spec["tree"], (tptr, tnode, tw) = _head_tree(fast.head, head_csc)
+        spec.update(tptr=put("tptr", tptr), tnode=put("tnode", tnode), tw=put("tw", tw))
+    spec["max_len"] = max(longest)
+    for L in layers:
+        for k in ("conv_dim", "K"):
+            if k in L:
+                L[k] = int(L[k])
+    return Image(spec, arrays)
 
 
-def _structs():
-    """The ctypes mirrors of step.c's structs (made once: the library's argtypes name them)."""
-    global _STRUCTS
-    if _STRUCTS is None:
-        _STRUCTS = _make_structs()
-    return _STRUCTS
-
-
-def _make_structs():
-    import ctypes as C
-
-    class Mat(C.Structure):
-        _fields_ = [("rows", C.c_int64), ("cols", C.c_int64), ("colptr", C.c_void_p), ("row", C.c_void_p),
-                    ("val", C.c_void_p), ("l1", C.c_int64), ("cwlow", C.c_void_p)]
-
-    class Layer(C.Structure):
-        _fields_ = [("kind", C.c_int64), ("n1", C.c_void_p), ("n2", C.c_void_p), ("gate_up", Mat), ("down", Mat),
-                    ("neurons", C.c_int64), ("qkv", Mat), ("z", Mat), ("ab", Mat), ("out", Mat), ("v", Mat),
-                    ("conv_w", C.c_void_p), ("conv_b", C.c_void_p), ("conv_dim", C.c_int64), ("K", C.c_int64),
-                    ("neg_exp_a", C.c_void_p), ("dt_bias", C.c_void_p), ("norm_w", C.c_void_p),
-                    ("nk", C.c_int64), ("nv", C.c_int64), ("dk", C.c_int64), ("dv", C.c_int64),
-                    ("live", C.c_void_p), ("n_live", C.c_int64), ("lagged", C.c_void_p)]
-
-    MeanRsqrt = C.CFUNCTYPE(C.c_float, C.c_double, C.c_int64, C.c_double)
-
-    class Model(C.Structure):
-        _fields_ = [("D", C.c_int64), ("V", C.c_int64), ("n_layers", C.c_int64), ("bf16", C.c_int64),
-                    ("embed", C.c_void_p), ("final_n", C.c_void_p), ("head", Mat),
-                    ("layers", C.POINTER(Layer)), ("eps", C.c_double), ("mean_rsqrt", MeanRsqrt),
-                    ("err_layer", C.c_int64), ("err_op", C.c_int64), ("err_value", C.c_double),
-                    ("cache_n", C.c_int64 * 64), ("cache_sum", C.c_double * 64), ("cache_val", C.c_float * 64),
-                    ("flag", C.c_void_p), ("list", C.c_void_p), ("max_len", C.c_int64),
-                    ("positions", C.c_int64), ("resets", C.c_int64), ("blocks_computed", C.c_int64),
-                    ("updates", C.c_int64), ("updates_head", C.c_int64), ("tree", C.c_int64),
-                    ("tptr", C.c_void_p), ("tnode", C.c_void_p), ("tw", C.c_void_p)]
-    return Mat, Layer, Model, MeanRsqrt
-
-
-class _Rows:
-    """The C kernel's state for a batch: one row_t per batch row (every vector of the forward as of
-    the last position, the DeltaNet windows and states, the products' exact sums: a constant size,
-    ``nbytes``), freed with this object."""
-
-    def __init__(self, lib, model, batch):
-        import ctypes as C
-
-        self.lib, self.rows = lib, []
-        for _ in range(batch):
-            r = lib.n2t_row_new(C.byref(model))
-            if not r:
-                raise MemoryError("the fast executor's state for one batch row does not fit in memory")
-            self.rows.append(r)
-        self.nbytes = sum(lib.n2t_row_bytes(r) for r in self.rows)
-
-    def __len__(self):
-        return len(self.rows)
-
-    def __del__(self):
-        for r in getattr(self, "rows", []):
-            self.lib.n2t_row_free(r)
-        self.rows = []
-
-
-class _CStep:
-    """The C kernel bound to one FastModel (it keeps every array the C structs point to alive)."""
-
-    def __init__(self, fast: "FastModel", lib, tree: bool = True):
-        """``tree``: the LM head as a max tree where its sums are provably exact in the output dtype
-        (else, or with False, by rows)."""
-        import ctypes as C
-
-        Mat, Layer, Model, MeanRsqrt = _structs()
-        self.keep = []
-        f32 = lambda t: self._keep(t.detach().to(torch.float32).contiguous())      # noqa: E731
-        longest = [fast.embed.shape[1], fast.vocab_size]
-
-        def mat(m: _Sparse, csc=None):
-            colptr, row, val = self._keep(csc or _csc(m))
-            longest.extend(m.shape)
-            l1, cwlow = _exactness_bound(m, (colptr, row, val))
-            return Mat(m.shape[0], m.shape[1], colptr.data_ptr(), row.data_ptr(), val.data_ptr(), l1,
-                       self._keep(cwlow).data_ptr())
-
-        layers = (Layer * len(fast.layers))()
-        for i, ((n1, n2), mixer, mlp) in enumerate(fast.layers):
-            L = layers[i]
-            L.kind = 0 if mixer is None else 2 if isinstance(mixer, _SilentAttention) else 1
-            L.n1, L.n2 = f32(n1.scale).data_ptr(), f32(n2.scale).data_ptr()
-            L.gate_up, L.down, L.neurons = mat(mlp.gate_up), mat(mlp.down), mlp.neurons
-            if isinstance(mixer, _SilentAttention):
-                L.v = mat(mixer.v)
-            elif mixer is not None:
-                L.qkv, L.z, L.ab, L.out = mat(mixer.qkv), mat(mixer.z), mat(mixer.ab), mat(mixer.out)
-                L.conv_w = f32(mixer.conv_w).data_ptr()
-                L.conv_b = f32(mixer.conv_b).data_ptr() if mixer.conv_b is not None else None
-                L.conv_dim, L.K = mixer.conv_w.shape
-                L.neg_exp_a = f32(-mixer.A_log.float().exp()).data_ptr()     # as the stock layer computes it
-                L.dt_bias, L.norm_w = f32(mixer.dt_bias).data_ptr(), f32(mixer.norm_w).data_ptr()
-                L.nk, L.nv, L.dk, L.dv = mixer.nk, mixer.nv, mixer.dk, mixer.dv
-                live = mixer.qkv.indptr[1:] > mixer.qkv.indptr[:-1]
-                if mixer.conv_b is not None:
-                    live |= mixer.conv_b != 0
-                live = self._keep(live.nonzero().flatten().to(torch.int32).contiguous())
-                L.live, L.n_live = live.data_ptr(), live.numel()
-                lagged = self._keep((mixer.conv_w[:, :-1] != 0).any(1).to(torch.uint8).contiguous())
-                L.lagged = lagged.data_ptr()
-                longest.append(mixer.nv * mixer.dv)
-        self.layers = layers
-        self.cache = {}
-
-        def mean_rsqrt(total, n, eps):
-            """torch's rsqrt(mean + eps) over n float32 values summing to ``total`` (exactly)."""
-            key = (total, n)
-            if key not in self.cache:
-                v = torch.zeros(1, 1, n, dtype=torch.float32)
-                v[0, 0, 0] = total
-                self.cache[key] = float(torch.rsqrt(v.mean(-1, keepdim=True) + eps))
-            return self.cache[key]
-        self.callback = MeanRsqrt(mean_rsqrt)
-        self.embed = f32(fast.embed)
-        m = Model()
-        m.D, m.V, m.n_layers = fast.embed.shape[1], fast.vocab_size, len(fast.layers)
-        m.bf16 = int(fast.dtype == torch.bfloat16)
-        m.embed, m.final_n = self.embed.data_ptr(), f32(fast.final_norm.scale).data_ptr()
-        head_csc = _csc(fast.head)
-        m.head, m.layers = mat(fast.head, head_csc), layers
-        if tree:
-            m.tree, arrays = _head_tree(fast.head, head_csc)
-            m.tptr, m.tnode, m.tw = (t.data_ptr() for t in self._keep(arrays))
-        m.eps, m.mean_rsqrt = fast.config["rms_norm_eps"], self.callback
-        for i in range(64):
-            m.cache_n[i] = -1                    # empty slots
-        m.max_len = max(longest)
-        self.flag = self._keep(torch.zeros(m.max_len, dtype=torch.uint8))
-        self.list = self._keep(torch.zeros(m.max_len, dtype=torch.int32))
-        m.flag, m.list = self.flag.data_ptr(), self.list.data_ptr()
-        self.model = m
-        lib.n2t_row_new.restype = C.c_void_p
-        lib.n2t_row_new.argtypes = [C.POINTER(Model)]
-        lib.n2t_row_free.restype = None
-        lib.n2t_row_free.argtypes = [C.c_void_p]
-        lib.n2t_row_bytes.restype = C.c_int64
-        lib.n2t_row_bytes.argtypes = [C.c_void_p]
-        lib.n2t_row_last.restype = C.c_int64
-        lib.n2t_row_last.argtypes = [C.c_void_p]
-        lib.n2t_step.restype = C.c_int
-        lib.n2t_step.argtypes = [C.POINTER(Model), C.c_void_p, C.c_int64, C.c_void_p, C.c_void_p]
-        lib.n2t_generate.restype = C.c_int
-        lib.n2t_generate.argtypes = [C.POINTER(Model), C.c_void_p, C.c_void_p, C.c_int64, C.c_void_p, C.c_int64,
-                                 C.c_void_p, C.POINTER(C.c_int64)]
-        self.lib = lib
-        self.fast = fast
-
-    def _keep(self, t):
-        self.keep.append(t)
-        return t
-
-    def state(self, batch):
-        return _Rows(self.lib, self.model, batch)
-
-    def _check(self, status):
-        if status == 0:
-            return
-        m = self.model
-        if status == 10:
-            raise Netlist2TFError(f"token {int(m.err_value)} is outside the vocabulary (0..{m.V - 1})")
-        where = "the final norm or LM head" if m.err_layer == len(self.fast.layers) else f"layer {m.err_layer}"
-        raise FastInexact(f"{self.fast.folder}: {where}: {_OPS.get(m.err_op, m.err_op)} "
-                          f"({m.err_value:g}): the fast executor's C kernel is exact only where every "
-                          f"such value is; run this checkpoint with --executor stock")
-
-    def __call__(self, tokens, state, hidden=None):
-        import ctypes as C
-
-        toks = torch.as_tensor(tokens, dtype=torch.int64).reshape(-1).tolist()
-        B = len(toks)
-        if not isinstance(state, _Rows) or len(state) != B:
-            raise Netlist2TFError(f"a state for {len(state)} rows fed {B} tokens")
-        m = self.model
-        logits = torch.empty(B, m.V, dtype=torch.float32)
-        buf = None if hidden is None else torch.empty(B, m.n_layers + 1, m.D, dtype=torch.float32)
-        for b, t in enumerate(toks):
-            self._check(self.lib.n2t_step(C.byref(m), state.rows[b], t, logits[b].data_ptr(),
-                                      None if buf is None else buf[b].data_ptr()))
-        if hidden is not None:
-            hidden.extend(buf[:, i].to(self.fast.dtype) for i in range(m.n_layers + 1))
-        return logits.to(self.fast.dtype)
-
-    def generate(self, state, row: int, feed, end_mask, max_new: int) -> list:
-        """Feed ``feed`` to batch row ``row``, then generate greedily until a token whose ``end_mask``
-        entry is set (a uint8 tensor over the vocabulary, or None) or ``max_new`` tokens; every
-        generated token is fed too. Returns the generated tokens."""
-        import ctypes as C
-
-        f = torch.as_tensor(list(feed), dtype=torch.int64)
-        out = torch.empty(max(max_new, 1), dtype=torch.int64)
-        n = C.c_int64(0)
-        self._check(self.lib.n2t_generate(C.byref(self.model), state.rows[row], f.data_ptr(), f.numel(),
-                                      None if end_mask is None else end_mask.data_ptr(), max_new,
-                                      out.data_ptr(), C.byref(n)))
-        return out[:n.value].tolist()
-
-    def counters(self):
-        """Work done since the model was loaded: positions computed, products or norms recomputed from
-        scratch (their exactness bound failed from the changes alone), blocks of 64 logits scanned
-        again for their maximum, weights applied to changed inputs (all, the LM head's)."""
-        m = self.model
-        return {"positions": int(m.positions), "resets": int(m.resets), "blocks": int(m.blocks_computed),
-                "updates": int(m.updates), "head updates": int(m.updates_head)}
+def _embedding(put, embed: torch.Tensor, how: str = "auto") -> dict:
+    """The embedding for the image: dense (V x D float32) where most entries are non-zero (a merged
+    model's base rows), else by rows: every entry whose float32 bits are not +0.0 (a -0.0 included, so
+    the kernel sets exactly the values the dense rows hold)."""
+    e = embed.detach().to(torch.float32).contiguous().numpy()
+    keep = e.view(np.uint32) != 0
+    if how == "dense" or (how == "auto" and keep.sum() * 2 > e.size):
+        return {"embed": put("embed", e), "eptr": None, "ecol": None, "eval": None}
+    rows, cols = np.nonzero(keep)
+    eptr = np.zeros(e.shape[0] + 1, dtype=np.int64)
+    eptr[1:] = np.cumsum(np.bincount(rows, minlength=e.shape[0]))
+    return {"embed": None, "eptr": put("eptr", eptr), "ecol": put("ecol", cols.astype(np.int32)),
+            "eval": put("eval", e[rows, cols])}

@@ -8,8 +8,6 @@ all the model is given; every other token it generates itself (greedy argmax).
 import contextlib
 from dataclasses import dataclass
 
-import torch
-
 from netlist2tf.common import Netlist2TFError
 from netlist2tf.compile import Field, TraceProtocol
 
@@ -61,7 +59,6 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
     B = len(inputs)
     if B == 0:
         raise Netlist2TFError("run_model needs at least one batch row of inputs")
-    device = next(model.parameters()).device
     mems = initial_memory if isinstance(initial_memory, list) else [initial_memory] * B
     if len(mems) != B:
         raise Netlist2TFError(f"{len(mems)} initial memories for {B} batch rows")
@@ -74,6 +71,8 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
 
     def feed(rows: list[list[int]]):
         nonlocal cache
+        import torch
+
         ids = torch.tensor(rows, dtype=torch.long, device=device)
         logits = None
         with torch.no_grad():
@@ -88,10 +87,13 @@ def run_model(model, protocol: TraceProtocol, initial_registers: dict, inputs: l
         return logits
 
     prompt_tokens = len(seqs[0])
+    if getattr(model, "generates", False):      # the fast executor's C kernel: no torch
+        run = _run_generating(model, protocol, inputs, cycles, B, seqs, until)
+        run.prompt_tokens = prompt_tokens
+        return run
+    device = next(model.parameters()).device
     with single_thread():
-        if getattr(model, "generates", False):
-            run = _run_generating(model, protocol, inputs, cycles, B, seqs, until)
-        elif protocol.groups:
+        if protocol.groups:
             run = _run_gated(protocol, inputs, cycles, B, seqs, pending, feed, outputs, registers, until)
         else:
             run = _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, registers, until)
@@ -105,6 +107,8 @@ def single_thread(n: int = 1):
     generating: one thread avoids thread-pool hand-offs that cost more than the work (measured: a
     48-channel depthwise conv1d took 49 ms on 2 busy cores, 0.06 ms on 1). Long teacher-forced
     windows are large matrix products and do gain from more (2 threads: 1.8x on 1,024 positions)."""
+    import torch
+
     threads = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -123,7 +127,9 @@ def _run_generating(model, protocol, inputs, cycles, B, seqs, until) -> ModelRun
     n_gen = len(gen)
     end = None
     if protocol.groups:
-        end = torch.zeros(protocol.vocab_size, dtype=torch.uint8)
+        import numpy as np
+
+        end = np.zeros(protocol.vocab_size, dtype=np.uint8)
         per = 1 << protocol.chunk_bits
         for parity in (0, 1):
             first = protocol.token(Field(gen[-1][0], gen[-1][1], parity, 0))
@@ -174,7 +180,7 @@ def _run(protocol, inputs, cycles, B, seqs, pending, feed, n_gen, outputs, regis
         for _ in range(n_gen):
             if logits is None:
                 raise Netlist2TFError("nothing to run: the design has no inputs and an empty prompt")
-            nxt = torch.argmax(logits.float(), dim=-1).tolist()
+            nxt = logits.float().argmax(dim=-1).tolist()
             for row in range(B):
                 generated[row].append(nxt[row])
                 seqs[row].append(nxt[row])
@@ -214,7 +220,7 @@ def _run_gated(protocol, inputs, cycles, B, seqs, pending, feed, outputs, regist
     while reported < cycles:
         if logits is None and not all(queue):
             raise Netlist2TFError("nothing to run: the design has no inputs and an empty prompt")
-        greedy = torch.argmax(logits.float(), dim=-1).tolist() if logits is not None else [None] * B
+        greedy = logits.float().argmax(dim=-1).tolist() if logits is not None else [None] * B
         step = []
         for row in range(B):
             if queue[row]:

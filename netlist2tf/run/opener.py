@@ -4,6 +4,7 @@ stock transformers, with the fallback from fast to stock said in one line.
 Every caller that runs a checkpoint (``netlist2tf verify``, the CPU's model engine, ``cpu chat``, the
 benchmarks) opens it here, so what a folder is and which executor runs it is decided in one place."""
 
+import os
 import sys
 from pathlib import Path
 from typing import NamedTuple
@@ -11,7 +12,8 @@ from typing import NamedTuple
 from netlist2tf.checkpoint import load_checkpoint
 from netlist2tf.common import Netlist2TFError
 from netlist2tf.merge import is_merged, load_merged
-from netlist2tf.run.fast import FastUnsupported, load_fast_checkpoint
+from netlist2tf.run.executor import (IMAGE_CACHE_BYTES, IMAGE_CACHE_FILES, FastTrace, FastUnsupported, Image, Kernel,
+                                     dtype_name, image_path, library)
 
 
 class Opened(NamedTuple):
@@ -56,3 +58,58 @@ def open_checkpoint(folder, dtype=None, executor: str = "stock", prefix=(), inte
     loaded = (load_merged(folder, dtype, prefix, interludes=interludes)[:5] if merged
               else load_checkpoint(folder, dtype))
     return Opened(*loaded, "stock")
+
+
+def fast_trace(folder, dtype: str | None = None, cfg_dtype: str = "float32") -> FastTrace:
+    """The fast executor on checkpoint ``folder`` in ``dtype`` (its own, ``cfg_dtype``, when None):
+    from the cached kernel image when there is one (no torch), else through ``FastModel`` (torch: it
+    reads the weights), whose image is then cached for the next run. FastUnsupported where the
+    executor cannot run the folder."""
+    dtype = dtype_name(dtype) or cfg_dtype
+    lib = library("step")
+    where = image_path(folder, dtype) if lib is not None else None
+    if where is not None and where.is_file():
+        try:
+            image = Image.load(where)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"netlist2tf: the fast executor's cached image {where} is unreadable ({exc}); deriving it again",
+                  file=sys.stderr)
+        else:
+            try:
+                os.utime(where)                   # recently used: pruned last
+            except OSError:
+                pass
+            return FastTrace(folder, dtype, image.spec["V"], Kernel(image, lib, str(folder)))
+    import torch
+
+    from netlist2tf.run.fast import FastModel
+
+    fast = FastModel(folder, getattr(torch, dtype))
+    if fast.kernel is not None and where is not None:
+        size = sum(a.nbytes for a in fast.kernel.image.arrays.values())
+        if size <= IMAGE_CACHE_BYTES:
+            from netlist2tf.common import prune_cache
+
+            try:
+                fast.kernel.image.save(where)
+            except OSError:
+                pass                              # a read-only or full build folder: derived again next time
+            prune_cache(where.parent, ".img", IMAGE_CACHE_FILES, IMAGE_CACHE_BYTES)
+    return FastTrace(folder, dtype, fast.vocab_size, fast.kernel, fast)
+
+
+def load_fast_checkpoint(folder, dtype=None):
+    """``emit.load_checkpoint``'s tuple with the model run by the fast executor: (FastTrace, or a
+    ``netlist2tf.merge.MergedTrace`` around one for a merged folder, protocol, netlist, initial registers,
+    meta). The same checks of the folder (its files sealed, the protocol read from
+    trace_protocol.json); FastUnsupported where the executor cannot run it."""
+    if is_merged(folder):
+        return load_merged(folder, dtype, model=lambda f, d: fast_trace(f, d))[:5]
+    from netlist2tf.checkpoint import read_checkpoint
+
+    protocol, netlist, meta = read_checkpoint(folder)
+    trace = fast_trace(folder, dtype, meta.get("dtype", "float32"))
+    if trace.vocab_size != protocol.vocab_size:
+        raise Netlist2TFError(f"{folder}: the model's vocabulary ({trace.vocab_size}) does not match its "
+                              f"trace protocol ({protocol.vocab_size}); recompile it")
+    return trace, protocol, netlist, meta["initial_registers"], meta

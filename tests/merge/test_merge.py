@@ -639,7 +639,8 @@ def test_the_fast_executor_runs_a_merged_checkpoint(merged, dtype):
     silent) the executor stops (FastInexact) instead of guessing."""
     from transformers import AutoModelForCausalLM
 
-    from netlist2tf.run.fast import FastInexact, FastModel, compare_with_stock, load_fast_checkpoint
+    from netlist2tf.run import FastInexact, load_fast_checkpoint
+    from netlist2tf.run.fast import FastModel, compare_with_stock
     from netlist2tf.run.host import run_model
 
     _, _, out, info = merged

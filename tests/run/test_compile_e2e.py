@@ -202,6 +202,7 @@ def test_compile_onto_qwen_shapes(tmp_path, build_dir):
     _verify(folder, cycles=15, batch=2, dtype=torch.bfloat16, prefill=False)
 
 
+@pytest.mark.slow       # 2 minutes; test_compile_onto_qwen_shapes keeps the Qwen3.5 shapes in the default suite
 def test_reads_spread_over_deltanet_layers_on_qwen_shapes(tmp_path, build_dir):
     """A RAM too big for one layer of a Qwen3.5-shaped target (d_k = 128, 6 key heads of 2 value
     heads): each of its two read ports takes 9 interleaved banks of 254 words (value head = the
@@ -380,7 +381,7 @@ def test_alu_in_11_layers_teacher_forced(dtype, alu_folder):
     cycles x 4 rows (the model has 331 M dense parameters: stock float32 checks ~25 tokens/s here, and
     stock bfloat16 ~15 on a machine without bfloat16 matrix instructions, where all 1,000 x 4 cycles
     would take hours)."""
-    from netlist2tf.run.fast import load_fast_checkpoint
+    from netlist2tf.run import load_fast_checkpoint
     from netlist2tf.run.verify import verify_teacher_forced
     fast, protocol, netlist, inits, meta = load_fast_checkpoint(alu_folder, dtype)
     assert _teacher(alu_folder, 20, 4, dtype) == 20 * 4 * len(protocol.generated)

@@ -14,7 +14,8 @@ import torch
 from netlist2tf.compile.plan import CompileSettings
 from netlist2tf.driver import compile_netlist
 from netlist2tf.checkpoint.emit import emit_checkpoint, load_checkpoint
-from netlist2tf.run.fast import FastModel, FastUnsupported, compare_with_stock
+from netlist2tf.run.executor import FastUnsupported
+from netlist2tf.run.fast import FastModel, compare_with_stock
 from netlist2tf.frontend.synth import synthesize
 from netlist2tf.netlist.ir import parse_netlist
 from netlist2tf.run.verify import expected_tokens
@@ -50,17 +51,18 @@ def _trace(folder, cycles, batch=2, seed=3):
 
 
 @pytest.mark.parametrize("dtype,kernel", [(torch.float32, "c"), (torch.bfloat16, "c"), (torch.float32, "c-rows"),
-                                          (torch.float32, "torch")],
-                         ids=["float32-c", "bfloat16-c", "float32-c-rows", "float32-torch"])
+                                          (torch.float32, "c-dense"), (torch.float32, "torch")],
+                         ids=["float32-c", "bfloat16-c", "float32-c-rows", "float32-c-dense", "float32-torch"])
 @pytest.mark.parametrize("design,layers", DESIGNS, ids=[d.split(":")[1] for d, _ in DESIGNS])
 def test_every_layer_equals_stock_on_the_example_designs(design, layers, dtype, kernel, compiled):
-    """24 cycles x 2 rows of random inputs; the C kernel (netlist2tf/csrc/step.c) in both dtypes, its
-    LM head by rows instead of the max tree, and the torch reference path."""
+    """24 cycles x 2 rows of random inputs; the C kernel (netlist2tf/run/csrc/step.c) in both dtypes,
+    its LM head by rows instead of the max tree, its embedding dense instead of by rows, and the torch
+    reference path."""
     folder = compiled(design, layers)
     stock = load_checkpoint(folder, dtype)[0]
     ids = _trace(folder, 24)
     fast = FastModel(folder, dtype, kernel=kernel[0] if kernel.startswith("c") else kernel,
-                     head_tree=kernel != "c-rows")
+                     head_tree=kernel != "c-rows", embedding="dense" if kernel == "c-dense" else "auto")
     assert (fast.kernel is not None) == kernel.startswith("c")
     report = compare_with_stock(fast, stock, ids)
     assert report.mismatches == [], report.mismatches[:5]
@@ -109,7 +111,7 @@ def test_checkpoints_outside_its_assumptions_are_refused(compiled, tmp_path):
     from safetensors.torch import load_file, save_file
     from transformers import AutoModelForCausalLM
 
-    from netlist2tf.run.fast import FastInexact
+    from netlist2tf.run.executor import FastInexact
 
     folder = compiled("hdl.examples.counter:Counter", 4)
     loud = tmp_path / "loud"
@@ -218,7 +220,7 @@ def test_the_c_kernel_stops_where_it_is_not_provably_exact(compiled, tmp_path):
     of guessing; the torch path still runs it."""
     from safetensors.torch import load_file, save_file
 
-    from netlist2tf.run.fast import FastInexact
+    from netlist2tf.run.executor import FastInexact
 
     folder = compiled("hdl.examples.counter:Counter", 4)
     ids = _trace(folder, 3, 1)[0]
@@ -267,7 +269,7 @@ def test_generation_by_frames_equals_stock_generation(design, layers, compiled):
     same outputs, registers, writes and token sequences."""
     import random
 
-    from netlist2tf.run.fast import load_fast_checkpoint
+    from netlist2tf.run import load_fast_checkpoint
     from netlist2tf.run.host import run_model
 
     folder = compiled(design, layers)

@@ -84,7 +84,7 @@ typedef float (*mean_rsqrt_t)(double sum, int64_t n, double eps);
 
 typedef struct {
     int64_t D, V, n_layers, bf16;
-    const float *embed;           /* V x D */
+    const float *embed;           /* V x D, or NULL: by rows (eptr, below) */
     const float *final_n;         /* D */
     mat_t head;
     layer_t *layers;
@@ -106,6 +106,9 @@ typedef struct {
     const int64_t *tptr;          /* per head column: its weights as (tree node, weight), each node a */
     const int32_t *tnode;         /* run of 2^k rows, 2^k-aligned, of one weight (tptr[j] .. ) */
     const float *tw;
+    const int64_t *eptr;          /* embed NULL: the embedding by rows, every entry that is not +0.0 */
+    const int32_t *ecol;          /* (V + 1 row pointers, columns, values) */
+    const float *eval;
 } model_t;
 
 enum { OK = 0, E_SILU = 1, E_SIGMOID = 2, E_SOFTPLUS = 3, E_DECAY = 4, E_KEY = 5, E_QUERY = 6, E_NORM = 7,
@@ -143,6 +146,7 @@ typedef struct {
     int32_t *bidx;
     uint8_t *stale;                      /* blocks to scan again */
     int64_t last;                        /* the greedy token after the last position */
+    int64_t prev_token;                  /* the token fed last (-1: none), whose embedding h0 holds */
     int64_t on_tree;                     /* the LM head is kept as the max tree (else by rows) */
     double *lz, *mx;                     /* the tree: per node, the weights' sum added to its whole run,
                                             and the largest row sum beneath it (lz included) */
@@ -219,6 +223,7 @@ row_t *n2t_row_new(const model_t *m)
     row_t *r = calloc(1, sizeof(row_t));
     if (!r)
         return NULL;
+    r->prev_token = -1;
     int ok = vec_init(r, &r->h0, m->D) && norm_init(r, &r->nf, m->D) && prod_init(r, &r->head, &m->head);
     r->L = row_alloc(r, m->n_layers, sizeof(lrow_t));
     int64_t nb = (m->V + 63) / 64;
@@ -283,6 +288,20 @@ row_t *n2t_row_new(const model_t *m)
 }
 
 /* -- helpers ------------------------------------------------------------------------------------ */
+
+/* torch's ``torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)`` on float32, for n values whose squares
+ * sum (exactly) to ``s``: a float32 tensor holds s rounded to float32; its float32 sum over the n values
+ * (zeros beside it) is that value; mean divides it by n in float32 (at::mean on the CPU: sum, then
+ * div_); the Python float eps is added as a float32 scalar; rsqrt is 1 / sqrt, each correctly rounded.
+ * tests/run/test_fast.py compares this function with torch over many (s, n, eps). The model's
+ * mean_rsqrt points here (a pointer, so a test can route it elsewhere). */
+float n2t_mean_rsqrt(double s, int64_t n, double eps)
+{
+    volatile float t = (float)s;          /* volatile: each step rounded to float32 as torch does */
+    volatile float mean = t / (float)n;
+    volatile float x = mean + (float)eps;
+    return 1.0f / sqrtf(x);
+}
 
 static float mean_rsqrt(model_t *m, double s, int64_t n)
 {
@@ -920,9 +939,26 @@ static int step(model_t *m, row_t *r, int64_t token, float *logits, float *hidde
     if (token < 0 || token >= m->V)
         return fail(m, -1, E_TOKEN, (double)token);
     r->h0.n = 0;
-    const float *e = m->embed + token * D;
-    for (int64_t i = 0; i < D; i++)
-        set(&r->h0, i, e[i]);
+    if (m->embed) {
+        const float *e = m->embed + token * D;
+        for (int64_t i = 0; i < D; i++)
+            set(&r->h0, i, e[i]);
+    } else {
+        /* the same changes as the dense loop, by rows: the previous token's entries that the new row
+           does not have become +0.0, then the new row's entries are set (each index once) */
+        const int64_t a = m->eptr[token], b = m->eptr[token + 1];
+        for (int64_t k = a; k < b; k++)
+            m->flag[m->ecol[k]] = 1;
+        if (r->prev_token >= 0)
+            for (int64_t k = m->eptr[r->prev_token]; k < m->eptr[r->prev_token + 1]; k++)
+                if (!m->flag[m->ecol[k]])
+                    set(&r->h0, m->ecol[k], 0.0f);
+        for (int64_t k = a; k < b; k++) {
+            m->flag[m->ecol[k]] = 0;
+            set(&r->h0, m->ecol[k], m->eval[k]);
+        }
+    }
+    r->prev_token = token;
     if (hidden)
         memcpy(hidden, r->h0.v, D * sizeof(float));
     const vec_t *h = &r->h0;
