@@ -183,7 +183,9 @@ def _long_run():
     return img, run_unicorn(img, ram_size=RAM, max_steps=2_000_000, trace=True)
 
 
-@pytest.mark.parametrize("engine", ["unicorn", "netlist", "model-fast", "model-stock"])
+@pytest.mark.parametrize("engine", ["unicorn", "netlist",
+                                    pytest.param("model-fast", marks=pytest.mark.xdist_group("cpu-model")),
+                                    pytest.param("model-stock", marks=pytest.mark.xdist_group("cpu-model"))])
 def test_time_limit_stops_the_engine(engine):
     """A run given a wall-clock limit (what a chat's tool call gets) stops in the middle: 3^2000/3^1000
     runs 1,007,988 instructions; stopped after 1 s, every engine has retired a prefix of unicorn's
@@ -204,7 +206,9 @@ def test_time_limit_stops_the_engine(engine):
     n = ours.instructions
     assert ours.halt == Halt(Halt.TIME_LIMIT, ref.records[n].pc) and ours.records == ref.records[:n]
     assert (n == 0) if engine == "model-stock" else (0 < n < ref.instructions)
-    assert 1.0 <= ours.seconds < 10 and ours.console == b""
+    # stopped at the first look at the clock after 1 s: a frame, or one 256-token piece of the stock
+    # prompt (seconds; more on a loaded machine), far short of the whole run (minutes on every engine)
+    assert 1.0 <= ours.seconds < 60 and ours.console == b""
 
 
 def _echo(tmp_path):
@@ -268,6 +272,7 @@ def _on_model(n, seed, digits):
         assert ours.records == ref.records and ours.halt == ref.halt
 
 
+@pytest.mark.xdist_group("cpu-model")       # the tests that need the CPU checkpoint run on one worker
 def test_model_runs_calc_like_unicorn():
     """Three calls on the compiled CPU."""
     _on_model(3, 4, 12)

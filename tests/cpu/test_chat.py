@@ -174,6 +174,7 @@ def test_time_limit(base, engine):
         assert chat.messages[-2]["content"] == str(3 ** 1000) and chat.runs[-1].instructions == FULL
 
 
+@pytest.mark.xdist_group("cpu-model")
 def test_chat_on_the_merged_cpu(tmp_path_factory, capsys):
     """The CPU merged in front of the embedded default base: the tool calls run in the merged
     checkpoint's compiled layers (fast exact executor), and the answers equal Python's; the same

@@ -46,6 +46,7 @@ def _same(results, refs):
         assert r.records == ref.records
 
 
+@pytest.mark.slow       # the hazards stay in the default suite through tests/cpu/test_cases.py (stock and fast)
 def test_hazards_generated_fp32_prefill(model):
     images = list(hazard_programs().values())
     refs = [run_unicorn(img, ram_size=RAM) for img in images]
