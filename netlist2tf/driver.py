@@ -20,16 +20,80 @@ def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = Fa
     ``settings.outputs`` kept), with the output groups and gated writes skipped as the model skips
     them. Returns a one-line summary (None without a register group). A counterexample raises
     Netlist2TFError; a netlist the prover cannot model is a warning (``log``) unless ``strict``."""
+    model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
+    cached, key = _proved_before(model_netlist, settings)
+    if cached is not None:
+        for msg in cached:
+            (log or (lambda m: None))(f"{msg} [proved before for this same netlist, groups and prover: reused]")
+        return "; ".join(cached) or None
+    result, messages = _prove_gating(model_netlist, settings, log, strict)
+    if not any(m.startswith("warning") for m in messages):
+        _remember_proof(key, messages)
+    return result
+
+
+def _proof_key(model_netlist, settings: CompileSettings) -> str:
+    """What a proof depends on: the netlist (its repr: every cell, net and port), the groups, the
+    gated writes, and the prover (netlist2tf's sources, z3's version)."""
+    import hashlib
+    import importlib.metadata
+
+    from netlist2tf.common import source_digest
+
+    h = hashlib.sha256(repr(model_netlist).encode())
+    h.update(repr((settings.gated, settings.held, settings.gated_writes)).encode())
+    h.update(f"\0{source_digest()}\0{importlib.metadata.version('z3-solver')}".encode())
+    return h.hexdigest()[:24]
+
+
+def _proved_before(model_netlist, settings):
+    """(the messages of an earlier proof of the same key, or None; the key) from BUILD/proofs/."""
+    import json
+
+    from netlist2tf.common import build_dir
+
+    if not (settings.gated or settings.held):
+        return None, None
+    key = _proof_key(model_netlist, settings)
+    try:
+        messages = json.loads((build_dir() / "proofs" / f"{key}.json").read_text())
+        if isinstance(messages, list) and all(isinstance(m, str) for m in messages):
+            return messages, key
+    except (OSError, ValueError):
+        pass
+    return None, key
+
+
+def _remember_proof(key, messages) -> None:
+    import json
+    import os
+
+    from netlist2tf.common import build_dir, prune_cache
+
+    if key is None:
+        return
+    folder = build_dir() / "proofs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{key}.{os.getpid()}"
+        tmp.write_text(json.dumps(messages))
+        os.replace(tmp, folder / f"{key}.json")
+    except OSError:
+        return                      # a read-only build folder: proved again next time
+    prune_cache(folder, ".json", 256)
+
+
+def _prove_gating(model_netlist, settings: CompileSettings, log, strict: bool):
+    """(prove_gating's summary, the messages logged)."""
     from netlist2tf.netlist import prove_groups
     from netlist2tf.compile import resolve_groups
 
-    model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
     kinds = [spec.kind for spec in resolve_groups(model_netlist, settings.gated, (), settings.held)]
     reg = [g for g, kind in zip(settings.gated, kinds) if kind == "reg"]
     out = [g for g, kind in zip(settings.gated, kinds) if kind == "out"]
     held_msgs = [_prove_held(model_netlist, h, log, strict) for h in settings.held]
     if not reg:
-        return "; ".join(held_msgs) or None
+        return "; ".join(held_msgs) or None, held_msgs
     what = " ".join(f"{gate}:{','.join(group)}" for gate, group in reg)
     gates = reg[0][0] if len(reg) == 1 else "its gate"
     t0 = time.perf_counter()
@@ -40,7 +104,7 @@ def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = Fa
             raise
         msg = f"warning: gated group {what} is not proved ({exc}); only `netlist2tf verify` checks it"
         (log or (lambda m: None))(msg)
-        return msg
+        return msg, [msg, *held_msgs]
     if cex is not None:
         raise Netlist2TFError(f"gated group {what}: the group matters while {gates} is 0, so the model's stale "
                               f"values would change the trace: {cex}. Leave the registers involved out of "
@@ -48,7 +112,7 @@ def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = Fa
     msg = f"gated group {what}: proved that the group does not matter while {gates} is 0 (z3, " \
           f"{time.perf_counter() - t0:.1f} s)"
     (log or (lambda m: None))(msg)
-    return "; ".join([msg, *held_msgs])
+    return "; ".join([msg, *held_msgs]), [msg, *held_msgs]
 
 
 def _prove_held(model_netlist, held, log, strict: bool) -> str:

@@ -172,16 +172,6 @@ TRACE_SIDE_FORMAT = 1
 TRACE_SIDE_FILES = 64               # cached trace sides kept (the most recently used)
 
 
-def _source_digest() -> str:
-    """The sha256 of this package's sources (every .py and .json of netlist2tf): what a cached trace
-    side was made by, and what its pickled objects' classes are."""
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for f in sorted([*root.rglob("*.py"), *root.rglob("*.json")]):
-        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
-    return h.hexdigest()
-
-
 def trace_side(folder, meta: dict, sealed=SEALED):
     """(protocol, netlist) of a checkpoint folder: the protocol read from ``trace_protocol.json`` (the
     one source of truth for every host), after checking that the files in ``sealed`` are the ones
@@ -191,12 +181,12 @@ def trace_side(folder, meta: dict, sealed=SEALED):
     compile.json's content (which records the protocol's and the netlist's sha256, checked here on
     every call) and of this package's sources: parsing a large netlist and deriving its protocol
     again takes most of a second. A cache file that cannot be read is derived again."""
-    from netlist2tf.common import build_dir, prune_cache
+    from netlist2tf.common import build_dir, prune_cache, source_digest
 
     folder = Path(folder)
     check_seal(folder, meta.get("sha256"), sealed)
     key = hashlib.sha256(json.dumps([TRACE_SIDE_FORMAT, meta, list(sealed)], sort_keys=True).encode()
-                         + _source_digest().encode()).hexdigest()[:24]
+                         + source_digest().encode()).hexdigest()[:24]
     cached = build_dir() / "trace-side" / f"{key}.pickle"
     try:
         protocol, netlist = pickle.loads(cached.read_bytes())

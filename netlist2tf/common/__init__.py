@@ -13,5 +13,5 @@ __getattr__, __dir__, __all__ = public(__name__, {
     'outputs': ('OutputError', 'PROGRESS_MAGIC', 'cache_lock', 'check_build_dir', 'check_output_file',
                 'check_output_folder', 'destination', 'file_writer', 'first_line', 'streamed', 'write_file',
                 'write_folder'),
-    'paths': ('ENV', 'build_dir', 'prune_cache'),
+    'paths': ('ENV', 'build_dir', 'prune_cache', 'source_digest'),
 })

@@ -5,17 +5,20 @@
 ``$XDG_CACHE_HOME/netlist2tf`` (``~/.cache/netlist2tf``) for an installed package. The synthesis cache
 (``synth/``), the C toolchain's cache (``cpu/``), the compiled CPU (``cpu-model/``), the default base
 (``base/``), saved teacher-forcing progress (``teacher-forced/``), the fast executor's kernel and
-images (``fast/``), checkpoints' parsed trace sides (``trace-side/``) and the default output folders
+images (``fast/``), checkpoints' parsed trace sides (``trace-side/``), z3 proofs already made
+(``proofs/``) and the default output folders
 (``compiled/``, ``reports/``, ``merged/``) live under it, so ``cpu run`` from another folder reuses the
 same 1.8 GB checkpoint instead of building a second one there.
 """
 
+import functools
+import hashlib
 import os
 from pathlib import Path
 
 ENV = "NETLIST2TF_BUILD_DIR"
 # the folders under it that the commands manage themselves (never an --out)
-CACHES = ("synth", "cpu", "cpu-model", "base", "teacher-forced", "fast", "trace-side")
+CACHES = ("synth", "cpu", "cpu-model", "base", "teacher-forced", "fast", "trace-side", "proofs")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]      # netlist2tf/common/paths.py -> the checkout
 
 
@@ -46,3 +49,14 @@ def prune_cache(folder, suffix: str, keep: int, max_bytes: int | None = None) ->
                 f.unlink()
         except OSError:
             pass
+
+
+@functools.cache
+def source_digest() -> str:
+    """The sha256 of netlist2tf's own sources (every .py, .json and .c file of the package), once per
+    process: what a cache of derived results (a checkpoint's parsed trace side, a proof) was made by."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for f in sorted([*root.rglob("*.py"), *root.rglob("*.json"), *root.rglob("*.c")]):
+        h.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()

@@ -40,13 +40,33 @@ def lone_cell_netlist(cell: Cell, inputs, outputs) -> Netlist:
     return Netlist(cell.name, tuple(Net(i, f"n{i}", None) for i in range(top)), ports, (cell,), (), (), ())
 
 
+def _compact(cell: Cell, inputs, outputs):
+    """``cell`` and its ports with the nets renumbered densely after the constants (a lone cell's
+    netlist then has as many nets as the cell uses, not as many as the whole design): the same
+    function of the same port names."""
+    import dataclasses
+
+    ids = {n: n for n in (CONST0, CONST1, CONSTX)}
+    for sig in [sig for _, sig in inputs + outputs] + [sig for _, sig in cell.inputs + cell.outputs]:
+        for n in sig:
+            if n not in ids:
+                ids[n] = CONSTX + 1 + len(ids) - 3
+    renumber = lambda ports: [(name, tuple(ids[n] for n in sig)) for name, sig in ports]  # noqa: E731
+    return (dataclasses.replace(cell, inputs=tuple(renumber(cell.inputs)), outputs=tuple(renumber(cell.outputs))),
+            renumber(inputs), renumber(outputs))
+
+
+_TABLES: dict = {}       # a cell's shape (type, parameters, its ports over dense nets) -> its bit functions
+
+
 def cell_bit_functions(cell: Cell, max_inputs: int = MAX_INPUTS) -> list[BitFunction]:
     """The function of every output bit of ``cell`` (a combinational cell of a validated netlist).
 
     Raises UnsupportedDesignError naming the cell if an output depends on more than ``max_inputs`` bits.
+    Cells of the same shape (type, parameters, and ports wired alike once their nets are numbered
+    densely: the sorted input bits first) have the same functions over the same input positions: each
+    shape is simulated once per process.
     """
-    from netlist2tf.sim import Simulator
-
     inputs = sorted({n for _, sig in cell.inputs for n in sig if n not in (CONST0, CONST1, CONSTX)})
     outputs = [n for _, sig in cell.outputs for n in sig]
     k = len(inputs)   # a wide cell may still be narrow per output bit: checked per bit below
@@ -57,15 +77,27 @@ def cell_bit_functions(cell: Cell, max_inputs: int = MAX_INPUTS) -> list[BitFunc
             f"cell {cell.name} ({cell.type})", cell.src,
             f"it has {k} input bits; the compiler maps cells of at most {max_inputs} input bits per "
             f"output to FFN neurons: synthesize with --flow lut")])
-    sim = Simulator(lone_cell_netlist(cell, ins, outs), batch=max(2, 1 << k))
+    lone, lone_ins, lone_outs = _compact(cell, ins, outs)
+    key = (cell.type, cell.params, lone.inputs, lone.outputs, max_inputs)
+    if key not in _TABLES:
+        _TABLES[key] = _simulate(lone, lone_ins, lone_outs, k, max_inputs, cell)
+    return [BitFunction(outputs[j], tuple(inputs[i] for i in support), table) for j, support, table in _TABLES[key]]
+
+
+def _simulate(lone: Cell, ins, outs, k: int, max_inputs: int, cell: Cell) -> list:
+    """[(output index, support as input positions, table)] of the cell ``lone`` (``cell`` names it in
+    errors), simulated on all 2**k patterns of its inputs at once."""
+    from netlist2tf.sim import Simulator
+
+    sim = Simulator(lone_cell_netlist(lone, ins, outs), batch=max(2, 1 << k))
     patterns = np.arange(1 << k, dtype=np.uint64)
     if len(patterns) < 2:
         patterns = np.zeros(2, dtype=np.uint64)
-    values = {f"i{n}": (patterns >> np.uint64(j)) & np.uint64(1) for j, n in enumerate(inputs)}
+    values = {name: (patterns >> np.uint64(j)) & np.uint64(1) for j, (name, _) in enumerate(ins)}
     out = sim.step(values)
     result = []
-    for j, net in enumerate(outputs):
-        column = [int(v) for v in out[f"o{j}"][:1 << k]]
+    for j in range(len(outs)):
+        column = [int(v) for v in out[outs[j][0]][:1 << k]]
         support = [i for i in range(k)
                    if any(column[p] != column[p ^ (1 << i)] for p in range(1 << k))]
         if len(support) > max_inputs:
@@ -77,5 +109,5 @@ def cell_bit_functions(cell: Cell, max_inputs: int = MAX_INPUTS) -> list[BitFunc
         for p in range(1 << len(support)):
             full = sum(((p >> s) & 1) << i for s, i in enumerate(support))
             table |= column[full] << p
-        result.append(BitFunction(net, tuple(inputs[i] for i in support), table))
+        result.append((j, tuple(support), table))
     return result

@@ -422,6 +422,17 @@ def _channels(name: str, chans: Sequence[int], hidden: int) -> list[int]:
     return chans
 
 
+def _count_matches(w: torch.Tensor, matches, one: int) -> None:
+    """Row j of ``w`` += 1 on each channel of ``matches[j]`` and -= (len - 1) on ``one``: the decoded
+    slot's count of matches (small integers: exact in any order)."""
+    rows = [j for j, m in enumerate(matches) for _ in m]
+    cols = [c for m in matches for c in m]
+    w.index_put_((torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)),
+                 torch.ones(len(cols)), accumulate=True)
+    w.index_put_((torch.arange(len(matches)), torch.full((len(matches),), one, dtype=torch.long)),
+                 -torch.tensor([float(len(m) - 1) for m in matches]), accumulate=True)
+
+
 def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: Sequence[int] | None = None,
                      read_addr: Sequence[int] | None = None, value_pairs: Sequence[tuple[int, int]],
                      out_pairs: Sequence[tuple[int, int]], head: int = 0,
@@ -541,23 +552,19 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     q_mag = cal.query_main if cal.query_dummy is not None else MATCH_MAGNITUDE
     q_tap = torch.ones(dk)
     k_tap = torch.ones(dk)
-    for j in range(n):
-        if read_addr is not None:
-            wq[j, read_addr[j]] = cal.query_main
-            if cal.query_dummy is not None:   # exactly one read channel is 1: the sum is exact
-                wq[dk - 1, read_addr[j]] = cal.query_dummy
-        else:
-            for c in read_match[j]:
-                wq[j, c] += 1
-            wq[j, one] -= len(read_match[j]) - 1
-            q_tap[j] = q_mag
-        if write_addr is not None:
-            wk[j, write_addr[j]] = ADDRESS_MAGNITUDE
-        else:
-            for c in write_match[j]:
-                wk[j, c] += 1
-            wk[j, one] -= len(write_match[j]) - 1
-            k_tap[j] = MATCH_MAGNITUDE
+    slots = torch.arange(n)
+    if read_addr is not None:
+        wq[slots, torch.tensor(read_addr)] = cal.query_main
+        if cal.query_dummy is not None:       # exactly one read channel is 1: the sum is exact
+            wq[dk - 1, torch.tensor(read_addr)] = cal.query_dummy
+    else:
+        _count_matches(wq, read_match, one)
+        q_tap[:n] = q_mag
+    if write_addr is not None:
+        wk[slots, torch.tensor(write_addr)] = ADDRESS_MAGNITUDE
+    else:
+        _count_matches(wk, write_match, one)
+        k_tap[:n] = MATCH_MAGNITUDE
     if read_match is not None and cal.query_dummy is not None:
         wq[dk - 1, one] = 1
         q_tap[dk - 1] = cal.query_dummy
@@ -602,10 +609,11 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         if bool(qk_old.any()) and not torch.equal(qk_old, qk_new):
             raise Netlist2TFError(f"key head {kh} (shared by value head {head}) already holds other "
                                   f"addresses; value heads sharing a key head must share the address")
-        others_z = module.in_proj_z.weight.clone()
-        others_z[h_cols] = 0
-        if bool(others_z.any()) and not torch.equal(module.norm.weight,
-                                                    torch.full_like(module.norm.weight, w_norm)):
+        # another head in use (a z row outside this head's) with another norm weight; the z rows are
+        # looked at only when the norm weight differs (after a module's first memory it does not)
+        z = module.in_proj_z.weight
+        if not torch.equal(module.norm.weight, torch.full_like(module.norm.weight, w_norm)) and \
+                (bool(z[:h_cols.start].any()) or bool(z[h_cols.stop:].any())):
             raise Netlist2TFError(f"the gated-norm weight (shared by all heads) is not the one of "
                                   f"{packing} packing: the module's memories must all use one packing")
 

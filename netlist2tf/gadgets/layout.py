@@ -24,6 +24,7 @@ gadget reads and writes ``(b, 1 - b)``) and ``signed.fold_state`` rewrites the w
 position ``b == (one + s) / 2`` and ``1 - b == (one - s) / 2`` exactly.
 """
 
+import functools
 from dataclasses import dataclass
 
 from netlist2tf.common import Netlist2TFError
@@ -123,20 +124,19 @@ class ResidualLayout:
         hold (b, 1 - b)."""
         import torch
 
-        x = torch.zeros(self.hidden_size, dtype=torch.float32)
-        x[self.one] = 1.0
-        for ch, v in self.anchors:
-            x[ch] = float(v)
-        if self.signed:
-            x[self.first_pair:self.first_pair + self.n_pairs] = -1.0
-            for i, b in (bits or {}).items():
-                x[self.bit(i)] = float(2 * b - 1)
-            return x if dtype is None else x.to(dtype)
-        for i in range(self.n_pairs):
-            x[self.pair(i)[1]] = 1.0
-        for i, b in (bits or {}).items():
-            hi, lo = self.pair(i)
-            x[hi], x[lo] = float(b), float(1 - b)
+        x = _base_vector(self).clone()
+        if bits:
+            index = torch.tensor(list(bits), dtype=torch.long)
+            if int(index.min()) < 0 or int(index.max()) >= self.n_pairs:
+                bad = next(i for i in bits if not 0 <= i < self.n_pairs)
+                raise IndexError(f"{'bit' if self.signed else 'pair'} {bad} outside the layout's {self.n_pairs} "
+                                 f"{'bits' if self.signed else 'pairs'}")
+            b = torch.tensor([float(v) for v in bits.values()], dtype=torch.float32)
+            channel = self.first_pair + self.width * index
+            if self.signed:
+                x[channel] = 2 * b - 1
+            else:
+                x[channel], x[channel + 1] = b, 1 - b
         return x if dtype is None else x.to(dtype)
 
     def read_bits(self, x, pairs) -> list[int]:
@@ -155,3 +155,20 @@ class ResidualLayout:
                 raise Netlist2TFError(f"residual pair {i} holds ({hi!r}, {lo!r}), not a bit")
             out.append(int(hi))
         return out
+
+
+@functools.lru_cache(maxsize=16)
+def _base_vector(layout: ResidualLayout):
+    """``layout.initial()`` without bits: the constant, the anchors, every bit 0 (made once per layout;
+    callers get a copy)."""
+    import torch
+
+    x = torch.zeros(layout.hidden_size, dtype=torch.float32)
+    x[layout.one] = 1.0
+    for ch, v in layout.anchors:
+        x[ch] = float(v)
+    if layout.signed:
+        x[layout.first_pair:layout.first_pair + layout.n_pairs] = -1.0
+    else:
+        x[layout.first_pair + 1:layout.first_pair + 2 * layout.n_pairs:2] = 1.0
+    return x
