@@ -109,7 +109,10 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consu
     n, Dp, Ds = pairs.n_pairs, pairs.hidden_size, signed.hidden_size
     hi = torch.arange(n) * 2 + pairs.first_pair
     lo = hi + 1
-    bits = torch.arange(n) + signed.first_pair
+    # the pairs' b and 1 - b channels and the signed bits as slices (views: no gathered copies of the large matrices)
+    hi_s = slice(pairs.first_pair, pairs.first_pair + 2 * n, 2)
+    lo_s = slice(pairs.first_pair + 1, pairs.first_pair + 2 * n, 2)
+    bits_s = slice(signed.first_pair, signed.first_pair + n)
     other = torch.ones(Dp, dtype=torch.bool)            # channels that must be untouched: anchors, free
     other[pairs.one] = False
     other[hi] = False
@@ -126,8 +129,8 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consu
             if bool(w[:, other].any()):
                 raise Netlist2TFError(f"{key} reads an anchor or a free channel; the signed layout cannot hold it")
             new = torch.zeros(w.shape[0], Ds, dtype=torch.float64)
-            u, v = w[:, hi], w[:, lo]
-            new[:, bits] = (u - v) / 2
+            u, v = w[:, hi_s], w[:, lo_s]
+            new[:, bits_s] = (u - v) / 2
             c0, c1 = _split_constant(w[:, pairs.one] + ((u + v) / 2).sum(dim=1), split)
             new[:, signed.one] = c0
             if c1 is not None:
@@ -136,15 +139,15 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consu
         elif role == "writer":
             if bool(w[pairs.one].any()) or bool(w[other].any()):
                 raise Netlist2TFError(f"{key} writes the constant, an anchor or a free channel")
-            if bool((w[hi] + w[lo]).any()):
+            if bool((w[hi_s] + w[lo_s]).any()):
                 raise Netlist2TFError(f"{key} writes a pair unevenly (b and 1 - b must change by opposite "
                                       f"amounts); the signed layout cannot hold it")
             new = torch.zeros(Ds, w.shape[1], dtype=torch.float64)
-            new[bits] = w[hi] - w[lo]
+            new[bits_s] = w[hi_s] - w[lo_s]
             out[key] = new
         else:                                           # the embedding: residual rows
             one = w[:, pairs.one]
-            if not torch.equal(w[:, hi] + w[:, lo], one[:, None].expand(-1, n)):
+            if not torch.equal(w[:, hi_s] + w[:, lo_s], one[:, None].expand(-1, n)):
                 raise Netlist2TFError(f"{key}: a token's pair does not sum to its constant channel")
             want = torch.zeros(w.shape[0], Dp, dtype=torch.float64)
             for c, a in pairs.anchors:
@@ -153,7 +156,7 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consu
                 raise Netlist2TFError(f"{key}: a token's anchors or free channels are not the layout's")
             new = torch.zeros(w.shape[0], Ds, dtype=torch.float64)
             new[:, signed.one] = one
-            new[:, bits] = w[:, hi] - w[:, lo]
+            new[:, bits_s] = w[:, hi_s] - w[:, lo_s]
             for c, a in signed.anchors:
                 new[:, c] = a * one
             out[key] = new
