@@ -217,7 +217,7 @@ def _build_checkpoint(ram_size, build_dir, log) -> Path:
     with cache_lock(lock, wait=False) as free:
         if free:
             return _index(index, key, _compile_into(folder, key, ram_size, result, compile_settings, settings, log))
-    log(f"another process is compiling the CPU into {folder}: waiting for it (a minute or two)")
+    log(f"another process is compiling the CPU into {folder}: waiting for it")
     with cache_lock(lock):
         if not _complete(folder):
             _compile_into(folder, key, ram_size, result, compile_settings, settings, log)
@@ -295,8 +295,8 @@ def _compile_into(folder, key, ram_size, result, compile_settings, settings, log
     if key is not None:                  # the cache: older builds of this design go
         evict_stale(folder.parent, key, settings["design"])
     if compile_settings.target is None:
-        log(f"compiling the CPU into {compile_settings.layers} layers (cached afterwards in {folder}; about a "
-            f"minute on one core, five steps) ...")
+        log(f"compiling the CPU into {compile_settings.layers} layers (cached afterwards in {folder}; one core, "
+            f"five steps) ...")
     else:
         log(f"compiling the CPU into {compile_settings.layers} layers of the shapes of {compile_settings.target.source} "
             f"({folder}; a few minutes to an hour, by the target's size; five steps) ...")

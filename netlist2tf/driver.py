@@ -66,19 +66,15 @@ def _proved_before(model_netlist, settings):
 
 def _remember_proof(key, messages) -> None:
     import json
-    import os
 
-    from netlist2tf.common import build_dir, prune_cache
+    from netlist2tf.common import build_dir, prune_cache, write_file
 
     if key is None:
         return
     folder = build_dir() / "proofs"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{key}.{os.getpid()}"
-        tmp.write_text(json.dumps(messages))
-        os.replace(tmp, folder / f"{key}.json")
-    except OSError:
+        write_file(folder / f"{key}.json", json.dumps(messages), "the proof cache")
+    except (OSError, Netlist2TFError):
         return                      # a read-only build folder: proved again next time
     prune_cache(folder, ".json", 256)
 

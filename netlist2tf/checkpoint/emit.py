@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from netlist2tf.common import Netlist2TFError
-from netlist2tf.common import write_folder
+from netlist2tf.common import write_file, write_folder
 from netlist2tf.compile import TraceProtocol
 
 if TYPE_CHECKING:                   # the weights stage loads transformers' modeling code: only for writing
@@ -197,11 +197,8 @@ def trace_side(folder, meta: dict, sealed=SEALED):
         pass
     protocol, netlist = _derive_trace_side(folder, meta)
     try:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
-        tmp.write_bytes(pickle.dumps((protocol, netlist), protocol=pickle.HIGHEST_PROTOCOL))
-        os.replace(tmp, cached)
-    except OSError:
+        write_file(cached, pickle.dumps((protocol, netlist), protocol=pickle.HIGHEST_PROTOCOL), "the trace-side cache")
+    except (OSError, Netlist2TFError):
         pass                        # a read-only build folder: derived again next time
     prune_cache(cached.parent, ".pickle", TRACE_SIDE_FILES)
     return protocol, netlist

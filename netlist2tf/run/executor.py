@@ -2,7 +2,7 @@
 image (every array the kernel reads, cached once per checkpoint) and the trace interface.
 
 ``netlist2tf.run.fast.FastModel`` reads a checkpoint's dense weights with torch, keeps their non-zero
-entries and works out the kernel's exactness bounds: seconds for the CPU's 1.7 GB. What it hands the
+entries and works out the kernel's exactness bounds: most of a run's start-up. What it hands the
 kernel is an ``Image``: named numpy arrays (sparse matrices by columns, norms, the embedding, the LM
 head's max tree) and a small JSON spec of the model's shape that points at them. The image is saved
 under the build folder (``fast/images/``), keyed by the sha256 of the checkpoint's config and weight
@@ -15,6 +15,7 @@ against the spec before the kernel sees a pointer.
 """
 
 import ctypes
+import functools
 import hashlib
 import json
 import mmap
@@ -115,18 +116,13 @@ class Image:
                              "sha256": hashlib.sha256(spec.encode() + data.digest()).hexdigest()},
                             sort_keys=True).encode()
         start = -(-(len(_MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(_MAGIC + len(header).to_bytes(8, "little") + header)
-                f.write(b"\0" * (start - f.tell()))
-                for name in sorted(self.arrays):
-                    f.write(self._padded(name))
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        from netlist2tf.common import file_writer
+
+        with file_writer(path, "wb", "the fast executor's image") as f:
+            head = _MAGIC + len(header).to_bytes(8, "little") + header
+            f.write(head + b"\0" * (start - len(head)))
+            for name in sorted(self.arrays):
+                f.write(self._padded(name))
 
     def _padded(self, name) -> bytes:
         b = np.ascontiguousarray(self.arrays[name]).tobytes()
@@ -432,15 +428,13 @@ class FastTrace:
         self.folder, self.dtype_name, self.vocab_size = Path(folder), dtype, vocab_size
         self.kernel, self.fast = kernel, fast
 
-    @property
+    @functools.cached_property
     def config(self):
         """The checkpoint's config, read by transformers when first asked for (running needs none of
-        it: importing transformers would cost a second of start-up)."""
-        if not hasattr(self, "_config"):
-            from transformers import AutoConfig
+        it: importing transformers takes about as long as the rest of the start-up)."""
+        from transformers import AutoConfig
 
-            self._config = AutoConfig.from_pretrained(self.folder)
-        return self._config
+        return AutoConfig.from_pretrained(self.folder)
 
     @property
     def dtype(self):

@@ -523,10 +523,6 @@ def image_of(fast: "FastModel", tree: bool = True, embedding: str = "auto") -> I
         spec["tree"], (tptr, tnode, tw) = _head_tree(fast.head, head_csc)
         spec.update(tptr=put("tptr", tptr), tnode=put("tnode", tnode), tw=put("tw", tw))
     spec["max_len"] = max(longest)
-    for L in layers:
-        for k in ("conv_dim", "K"):
-            if k in L:
-                L[k] = int(L[k])
     return Image(spec, arrays)
 
 

@@ -92,7 +92,7 @@ def fast_trace(folder, dtype: str | None = None, cfg_dtype: str = "float32") -> 
 
             try:
                 fast.kernel.image.save(where)
-            except OSError:
+            except (OSError, Netlist2TFError):
                 pass                              # a read-only or full build folder: derived again next time
             prune_cache(where.parent, ".img", IMAGE_CACHE_FILES, IMAGE_CACHE_BYTES)
     return FastTrace(folder, dtype, fast.vocab_size, fast.kernel, fast)

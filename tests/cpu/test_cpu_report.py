@@ -116,7 +116,7 @@ def test_the_margins_are_the_weights(built):
         assert p["bf16_exact"] == (p["max_relu_input"] <= 256)
 
 
-@pytest.mark.slow       # a second CPU report (a minute); tests/report keeps --compare in the default suite
+@pytest.mark.slow       # a second report of the whole CPU; tests/report keeps --compare in the default suite
 def test_compare_the_core_without_zba(built, tmp_path, capsys):
     """A real edit: ``cpu report --no-zba --compare`` against the checkpoint's report (the core with Zba:
     sh1add/sh2add/sh3add). The comparison lists fewer FFN neurons and parameters, names the signals

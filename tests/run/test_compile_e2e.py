@@ -202,7 +202,7 @@ def test_compile_onto_qwen_shapes(tmp_path, build_dir):
     _verify(folder, cycles=15, batch=2, dtype=torch.bfloat16, prefill=False)
 
 
-@pytest.mark.slow       # 2 minutes; test_compile_onto_qwen_shapes keeps the Qwen3.5 shapes in the default suite
+@pytest.mark.slow       # the suite's longest compile; test_compile_onto_qwen_shapes keeps the Qwen3.5 shapes in the default suite
 def test_reads_spread_over_deltanet_layers_on_qwen_shapes(tmp_path, build_dir):
     """A RAM too big for one layer of a Qwen3.5-shaped target (d_k = 128, 6 key heads of 2 value
     heads): each of its two read ports takes 9 interleaved banks of 254 words (value head = the
