@@ -242,3 +242,22 @@ class BigRam(wiring.Component):
                      r2.addr.eq(count), self.out_a.eq(r1.data), self.out_c.eq(r2.data),
                      self.acc.eq(acc)]
         return m
+
+
+class Relay(wiring.Component):
+    """Two gated groups that hold together but not apart (the driver's group-at-a-time proof and its
+    joint fallback): ``b`` copies ``a`` every cycle and ``y`` shows ``b`` only while ``g2`` is 1,
+    ``g2`` follows ``g1``. Alone, ``a`` gated by ``g1`` fails (``b``'s next value, outside the
+    group, reads it); together with ``b`` gated by ``g2`` it holds (``b``'s next matters only when
+    ``g2``'s next, that is ``g1``, is 1)."""
+    go: In(1)
+    x: In(8)
+    y: Out(8)
+
+    def elaborate(self, platform):
+        m = Module()
+        g1, g2 = Signal(name="g1"), Signal(name="g2")
+        a, b = Signal(8, name="a"), Signal(8, name="b")
+        m.d.sync += [g1.eq(self.go), g2.eq(g1), a.eq(self.x), b.eq(a)]
+        m.d.comb += self.y.eq(Mux(g2, b, 0))
+        return m

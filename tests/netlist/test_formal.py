@@ -62,3 +62,20 @@ def test_prover_reads_the_word_level_cpu_as_the_simulator_runs_it(build_dir, pro
 
     nl = parse_netlist(synthesize(core_design(16384), "word", build_dir).json_text)
     prover_matches_simulator(nl, 5, 2, {"rst": 0}, dense=True)
+
+
+def test_groups_proved_apart_or_together(build_dir):
+    """``driver.prove_groups_apart``: groups that hold only together (tests/designs/unusual.py Relay)
+    are proved by its joint fallback; a group that matters gives the joint query's counterexample."""
+    from netlist2tf.driver import prove_groups_apart
+    from netlist2tf.netlist.formal import prove_groups
+
+    relay = parse_netlist(synthesize("tests/designs/unusual.py:Relay", "macro", build_dir).json_text)
+    a, b = ("g1", ("a",)), ("g2", ("b",))
+    alone = prove_groups(relay, [a])
+    assert alone is not None and "register b (next)" in alone.what
+    assert prove_groups(relay, [b]) is None
+    assert prove_groups_apart(relay, [a, b]) is None
+    wrong = prove_groups_apart(relay, [("g1", ("b",)), ("g2", ("a",))])      # b feeds y while g2 is 1
+    assert wrong is not None and wrong.what
+    assert any(wrong.values[name][0] != wrong.values[name][1] for name in ("a", "b"))
