@@ -271,26 +271,49 @@ def _settings(args, target):
                            folded_writes=folded, roms=args.roms, bits=args.bits)
 
 
+def _with_economy(args, netlist, settings, action):
+    """``action(settings, economy)`` with the groups ``driver.find_economy`` finds (--economy auto),
+    its messages printed once that succeeded. Where the design does not compile with them but does
+    without (the groups' gates need FFN rows too), or the search itself fails, ``action`` without
+    them, with a note; where it fails without them too, that error alone (the design's own)."""
+    from netlist2tf.driver import find_economy
+
+    if args.economy == "off":
+        return action(settings, None)
+    lines = []
+    try:
+        eco = find_economy(netlist, settings, log=lines.append, build=args.build_dir)
+        result = action(eco.settings, eco)
+    except Netlist2TFError as exc:
+        result = action(settings, None)            # its own error, if the design fails without them too
+        print(f"token economy: not used ({str(exc).splitlines()[0]}); compiled with the hand-written groups "
+              f"only", file=sys.stderr)
+        return result
+    for line in lines:
+        print(line, file=sys.stderr)
+    return result
+
+
 def cmd_compile(args) -> int:
     from netlist2tf.driver import compile_netlist
     from netlist2tf.compile import plan_model
 
     out = None if args.check_fit else _out_folder(args, "compiled", "checkpoint")
     result, netlist, target = _compile_inputs(args)
-    settings = _settings(args, target)
     t0 = time.perf_counter()
     if args.check_fit:
-        fit = plan_model(netlist, settings).fit()
+        fit = _with_economy(args, netlist, _settings(args, target), lambda settings, eco: plan_model(netlist, settings).fit())
         print(f"{args.design} fits {fit['target']}: {fit['layers']} layers, {fit['hidden_channels']} residual "
               f"channels, FFN neurons per layer {fit['neurons_per_layer']}, DeltaNet heads per layer "
               f"{fit['deltanet_heads_per_layer']}"
               + "".join(f"; memory read {k} over DeltaNet layers {v}" for k, v in fit["memory_reads"].items() if len(v) > 1)
               + (f"; {fit['late_register_chunks']} register chunks read after layer 0" if fit["late_register_chunks"] else ""))
         return 0
-    compiled = compile_netlist(netlist, settings, log=lambda msg: print(msg, file=sys.stderr), out=out,
-                               netlist_json=result.json_text, dtype=_dtype(args.dtype),
-                               record={"design": args.design, "flow": args.flow, **settings.record()},
-                               force=args.force)
+    compiled = _with_economy(args, netlist, _settings(args, target), lambda settings, eco: compile_netlist(
+        netlist, settings, log=lambda msg: print(msg, file=sys.stderr), out=out, netlist_json=result.json_text,
+        dtype=_dtype(args.dtype), record={"design": args.design, "flow": args.flow, **settings.record(),
+                                          **({"economy": eco.record()} if eco else {})},
+        force=args.force, proved=eco.proved if eco else ()))
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "
@@ -317,8 +340,10 @@ def cmd_report(args) -> int:
     out = _out_folder(args, "reports", "report")
     old, old_name = old_report(args.compare, out, args.design)    # before any work: a bad file fails at once
     result, netlist, target = _compile_inputs(args)
-    plan = plan_model(netlist, _settings(args, target))
-    report = build_report(plan, design=args.design, synth=result, netlist=netlist)
+    plan, eco = _with_economy(args, netlist, _settings(args, target),
+                              lambda settings, eco: (plan_model(netlist, settings), eco))
+    report = build_report(plan, design=args.design, synth=result, netlist=netlist,
+                          economy=eco.record() if eco else None)
     text = attach_comparison(report, old, old_name, bool(args.compare))
     if text:
         print(text)
@@ -565,6 +590,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="emit these memories' write data only up to the word's highest non-zero "
                             "chunk: a skipped chunk is written as 0 (exact by construction, no proof; "
                             "the frame then ends on a register token; docs/design/compiler.md 2)")
+        p.add_argument("--economy", choices=("auto", "off"), default="auto",
+                       help="auto (the default): find the groups of registers and memory writes a frame "
+                            "can skip, from a simulated run on random inputs, prove each register group "
+                            "with z3 (a refuted one is reported with its counterexample and not used), "
+                            "and use what saves tokens, beside the hand-written groups (which win where "
+                            "they overlap); off: only the hand-written groups (docs/design/compiler.md 2)")
         p.add_argument("--out", type=path_arg, help=out_help)
         p.add_argument("--build-dir", type=path_arg, default=None, help=build_help)
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")

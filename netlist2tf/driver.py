@@ -7,6 +7,7 @@ on that netlist (the one the model computes), plan (``netlist2tf.compile.plan``)
 (``plan_model``).
 """
 
+import dataclasses
 import time
 
 from netlist2tf.common import Netlist2TFError
@@ -14,13 +15,20 @@ from netlist2tf.netlist import keep_outputs
 from netlist2tf.compile import CompileSettings, plan_model
 
 
-def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = False) -> str | None:
+def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = False, proved=()) -> str | None:
     """Prove with z3 (``netlist2tf.netlist.formal.prove_groups``) that each gated register group of
     ``settings`` does not matter while its gate is 0, on the netlist the model computes (only
     ``settings.outputs`` kept), with the output groups and gated writes skipped as the model skips
     them. Returns a one-line summary (None without a register group). A counterexample raises
-    Netlist2TFError; a netlist the prover cannot model is a warning (``log``) unless ``strict``."""
+    Netlist2TFError; a netlist the prover cannot model is a warning (``log``) unless ``strict``.
+    ``proved``: register groups ((GATE, MEMBERS), ...) proved alone already (``find_economy``): left
+    out here (groups proved apart hold together: ``prove_groups_apart``)."""
     model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
+    if proved:
+        import dataclasses
+
+        done = {(g, tuple(m)) for g, m in proved}
+        settings = dataclasses.replace(settings, gated=tuple(g for g in settings.gated if (g[0], tuple(g[1])) not in done))
     cached, key = _proved_before(model_netlist, settings)
     if cached is not None:
         for msg in cached:
@@ -84,6 +92,8 @@ def _prove_gating(model_netlist, settings: CompileSettings, log, strict: bool):
     from netlist2tf.compile import resolve_groups
 
     kinds = [spec.kind for spec in resolve_groups(model_netlist, settings.gated, (), settings.held)]
+    if not settings.gated and not settings.held:
+        return None, []
     reg = [g for g, kind in zip(settings.gated, kinds) if kind == "reg"]
     out = [g for g, kind in zip(settings.gated, kinds) if kind == "out"]
     held_msgs = [_prove_held(model_netlist, h, log, strict) for h in settings.held]
@@ -153,20 +163,20 @@ def _prove_held(model_netlist, held, log, strict: bool) -> str:
 
 def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = True, strict: bool = False,
                     step=None, out=None, netlist_json: str | None = None, dtype=None, record=None,
-                    force: bool = False):
+                    force: bool = False, proved=()):
     """Prove (``prove_gating``, unless ``prove`` is False), plan and write the weights of
     ``netlist``: the ``Compiled`` model (``netlist2tf.weights.Compiled``; its ``plan`` attached).
     With ``out``, also write it there as a checkpoint folder (``netlist2tf.checkpoint.emit_checkpoint``:
     ``netlist_json`` is the Yosys JSON it was read from, kept beside the weights; ``dtype`` the weights'
     (float32 when None); ``record`` what compile.json records of how it was made; ``force`` replaces a
     folder that is not one of ours). ``step``: called with a short description before each stage
-    (progress for long compiles)."""
+    (progress for long compiles). ``proved``: groups ``find_economy`` proved (not proved again)."""
     from netlist2tf.weights import write_weights
 
     step = step or (lambda what: None)
     if prove and (settings.gated or settings.held):
         step("proving with z3 that the gated group does not matter while its gate is 0")
-        prove_gating(netlist, settings, log, strict)
+        prove_gating(netlist, settings, log, strict, proved)
     step("scheduling the netlist onto the layers and planning the model")
     plan = plan_model(netlist, settings)
     step(f"writing the weights ({plan.stats['parameters'] / 1e6:.0f} M parameters)")
@@ -181,3 +191,195 @@ def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = 
         step("writing the checkpoint")
         emit_checkpoint(compiled, netlist_json, out, dtype or torch.float32, settings=record, force=force)
     return compiled
+
+
+# -- the token economy found automatically (netlist2tf.compile.economy) ---------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Economy:
+    """What ``find_economy`` found for a design: ``settings`` with the groups it proved added (what
+    the compile uses); ``groups``: each group found, as a dict (kind, gate, members, proof, share of
+    the simulated frames that emit it); ``refuted``: register groups z3 refuted (gate, members,
+    counterexample), none of them used; ``before``/``after``: the frame cost (``FrameCost``) over
+    the simulated run with the hand-written groups only and with the groups found too."""
+    settings: CompileSettings
+    groups: tuple
+    refuted: tuple
+    before: object
+    after: object
+    proved: tuple = ()
+
+    def record(self) -> dict:
+        return {"groups": [dict(g) for g in self.groups], "refuted": [dict(r) for r in self.refuted],
+                "frame_cost_before": self.before.record(), "frame_cost_after": self.after.record()}
+
+    def summary(self) -> str:
+        count = lambda kind: sum(1 for g in self.groups if g["kind"] == kind)        # noqa: E731
+        parts = [f"{n} {what}" for n, what in ((count("reg"), "register group(s) proved and used"),
+                                              (count("tail"), "tail group proved and used"),
+                                              (count("write"), "write group(s) gated"),
+                                              (count("fold"), "write port(s) folded"),
+                                              (len(self.refuted), "group(s) refuted by z3, not used")) if n]
+        return (f"token economy: {', '.join(parts) or 'no group found'}; {self.before.mean:.2f} -> "
+                f"{self.after.mean:.2f} generated tokens per cycle (worst {self.before.worst} -> {self.after.worst})")
+
+
+def find_economy(netlist, settings: CompileSettings, log=None, seed: int = 0, build=None) -> Economy:
+    """The groups ``netlist2tf.compile.economy.search`` finds on the model's netlist (only
+    ``settings.outputs`` kept), each register group proved alone with z3 (as ``prove_groups_apart``
+    proves them: proved alone, they hold together with the hand-written ones); a refuted group is
+    reported with its counterexample and not used, and its members are tried one by one. Cached
+    under BUILD/economy/ by netlist, settings, seed and the compiler's sources: a rebuild of an
+    unchanged design finds nothing again (``build``: the build folder, default ``build_dir()``)."""
+    import json
+
+    from netlist2tf.common import build_dir, prune_cache, write_file
+    from netlist2tf.compile import FrameCost
+
+    say = log or (lambda m: None)
+    model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
+    key = _economy_key(model_netlist, settings, seed)
+    path = build_dir(build) / "economy" / f"{key}.json"
+    try:
+        rec = json.loads(path.read_text())
+        eco = _economy_from_record(settings, rec, FrameCost)
+        say(eco.summary() + " [found before for this same netlist and settings: reused]")
+        return eco
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    eco = _find_economy(model_netlist, settings, say, seed)
+    say(eco.summary())
+    try:
+        write_file(path, json.dumps(eco.record()), "the token economy cache")
+        prune_cache(path.parent, ".json", 256)
+    except (OSError, Netlist2TFError):
+        pass
+    return eco
+
+
+def _economy_key(model_netlist, settings, seed) -> str:
+    import hashlib
+    import importlib.metadata
+
+    from netlist2tf.common import source_digest
+
+    h = hashlib.sha256(repr(model_netlist).encode())
+    h.update(repr((settings.record(), seed)).encode())
+    h.update(f"\0{source_digest()}\0{importlib.metadata.version('z3-solver')}".encode())
+    return h.hexdigest()[:24]
+
+
+def _economy_from_record(settings, rec, FrameCost) -> Economy:
+    groups = tuple(dict(g) for g in rec["groups"])
+    found = _with_groups(settings, groups)
+    cost = lambda r: FrameCost(int(r["frames"]), float(r["generated_mean"]), int(r["generated_worst"]),   # noqa: E731
+                               int(r["generated_best"]), int(r["input_tokens"]))
+    return Economy(found, groups, tuple(dict(r) for r in rec["refuted"]), cost(rec["frame_cost_before"]),
+                   cost(rec["frame_cost_after"]), tuple((g["gate"], tuple(g["members"])) for g in groups if g["kind"] == "reg"))
+
+
+def _with_groups(settings, groups) -> CompileSettings:
+    return dataclasses.replace(
+        settings,
+        held=tuple(settings.held) + tuple((g["gate"], "", tuple(g["members"])) for g in groups if g["kind"] == "tail"),
+        gated=tuple(settings.gated) + tuple((g["gate"], tuple(g["members"])) for g in groups if g["kind"] == "reg"),
+        gated_writes=tuple(settings.gated_writes) + tuple(g["members"][0] for g in groups if g["kind"] == "write"),
+        folded_writes=tuple(settings.folded_writes) + tuple(g["members"][0] for g in groups if g["kind"] == "fold"))
+
+
+ROUNDS = 6      # search, prove, learn from the counterexamples: at most this many times
+
+
+def _find_economy(model_netlist, settings, say, seed) -> Economy:
+    from netlist2tf.netlist import prove_groups
+    from netlist2tf.compile import Search, frame_cost, protocol_of, resolve_groups, simulate
+
+    run = simulate(model_netlist, seed)
+    found = Search(model_netlist, settings, run, seed)
+    groups = [{"kind": "write", "gate": f"{m}.en", "members": [m], "proof": "exact by construction "
+               "(a skipped write group commits the last word written again)"} for m in found.gated_writes]
+    groups += [{"kind": "fold", "gate": f"{m}.data", "members": [m], "proof": "exact by construction "
+                "(a skipped chunk commits as 0)"} for m in found.folded_writes]
+    base = found.settings
+    kinds = [spec.kind for spec in resolve_groups(model_netlist, settings.gated, (), settings.held)]
+    out = [g for g, kind in zip(settings.gated, kinds) if kind == "out"]
+    refuted, proved, avoid = [], {}, set()
+    for _ in range(ROUNDS):
+        # propose, prove each new group alone; a refuted group's counterexample states join the
+        # search's tests, so the next proposal leaves out what mattered there
+        fresh = [g for g in found.propose(frozenset(avoid)) if g not in proved]
+        learned = []
+        for gate, members in fresh:
+            t0 = time.perf_counter()
+            try:
+                cex = prove_groups(model_netlist, [(gate, members)], out, base.gated_writes)
+            except Netlist2TFError as exc:
+                say(f"warning: token economy: the register groups cannot be proved ({exc}); none is used")
+                fresh = []
+                break
+            if cex is None:
+                proved[(gate, members)] = time.perf_counter() - t0
+                continue
+            avoid.add((gate, members))
+            refuted.append({"gate": gate, "members": list(members), "counterexample": str(cex)})
+            say(f"token economy: group {gate}:{','.join(members)} refuted by z3 ({'; '.join(cex.what)}); not used")
+            learned += list(cex.states)
+        if not learned:
+            break
+        found.add_states(learned)
+    # the proved groups still worth it, in the order proved (``Search.better``)
+    cost = lambda s: frame_cost(protocol_of(model_netlist, s), run)          # noqa: E731
+    chosen = base
+    for (gate, members), took in proved.items():
+        trial = dataclasses.replace(chosen, gated=tuple(chosen.gated) + ((gate, members),))
+        if any(set(members) & set(m) or gate in m or g in members for g, m in chosen.gated):
+            continue                        # overlaps a group kept already (proposals of two rounds)
+        try:
+            ok = found.better(chosen, trial)
+        except Netlist2TFError:
+            continue
+        if ok:
+            chosen = trial
+            share = float(run.values[_d_net(model_netlist, gate)].mean())
+            groups.append({"kind": "reg", "gate": gate, "members": list(members), "share": round(share, 4),
+                           "proof": f"z3: the group does not matter while {gate} is 0"})
+            say(f"token economy: group {gate}:{','.join(members)} proved by z3 ({took:.1f} s) and used")
+    chosen = _find_tail(model_netlist, found, chosen, groups, say)
+    before, after = cost(settings), cost(chosen)
+    return Economy(_with_groups(settings, groups), tuple(groups), tuple(refuted), before, after,
+                   tuple((g["gate"], tuple(g["members"])) for g in groups if g["kind"] == "reg"))
+
+
+def _find_tail(model_netlist, found, chosen, groups, say):
+    """``chosen`` with the tail group ``found.propose_tail`` proposes, if z3 proves it (``prove_held``
+    without a dirty bit: the group is unchanged in every cycle whose gate output is 0); a refuted one
+    is tried member by member. Adds its entry to ``groups``."""
+    from netlist2tf.netlist import prove_held
+
+    tail = found.propose_tail(chosen)
+    if tail is None:
+        return chosen
+    gate, members = tail
+    try:
+        cex = prove_held(model_netlist, gate, "", members)
+        if cex is not None:
+            say(f"token economy: tail group {gate}:{','.join(members)} refuted by z3 ({cex}); trying its members one by one")
+            members = tuple(m for m in members if prove_held(model_netlist, gate, "", (m,)) is None)
+            if not members:
+                return chosen
+    except Netlist2TFError as exc:
+        say(f"warning: token economy: the tail group cannot be proved ({exc}); not used")
+        return chosen
+    trial = dataclasses.replace(chosen, held=tuple(chosen.held) + ((gate, "", members),))
+    if not found.better(chosen, trial):
+        return chosen
+    share = float(found.run.values[next(p.bits[0] for p in model_netlist.outputs if p.name == gate)].mean())
+    groups.append({"kind": "tail", "gate": gate, "members": list(members), "share": round(share, 4),
+                   "proof": f"z3: the group is unchanged in every cycle where the output {gate} is 0"})
+    say(f"token economy: tail group {gate}:{','.join(members)} proved by z3 and used")
+    return trial
+
+
+def _d_net(netlist, name):
+    sig = next(s for s in netlist.signals if s.name == name)
+    return next(r.d[r.q.index(sig.bits[0])] for r in netlist.registers if sig.bits[0] in r.q)

@@ -7,6 +7,7 @@ from netlist2tf.common.lazy import public
 
 __getattr__, __dir__, __all__ = public(__name__, {
     'divider': ('fits',),
+    'economy': ('FrameCost', 'Search', 'frame_cost', 'frame_lengths', 'protocol_of', 'simulate'),
     'macros': ('DIV_CELLS', 'expand'),
     'plan': ('ModelPlan', 'memory_capacity_slots', 'plan_model', 'reachable_banks',
              'resolve_groups', 'standalone_layer_types', 'trace_protocol'),

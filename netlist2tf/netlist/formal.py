@@ -37,9 +37,13 @@ SUPPORTED = frozenset({"$lut", "$alu", "$eq", "$ne", "$lt", "$le", "$gt", "$ge",
 @dataclass(frozen=True)
 class Counterexample:
     """A state where the group matters: ``what`` names what differs between the two copies;
-    ``values`` maps the group's signals, then each differing thing, to the two copies' values."""
+    ``values`` maps the group's signals, then each differing thing, to the two copies' values;
+    ``states``: the two copies' whole states as the simulator takes them, each ({"reg:NAME": value}
+    for every register, {input port: value}, {memory: {word index: value}} for the words the cycle
+    reads), so that a search can run its own tests on the state z3 found."""
     what: tuple[str, ...]
     values: dict
+    states: tuple = ()
 
     def __str__(self):
         shown = "; ".join(f"{k} = {a:#x} / {b:#x}" for k, (a, b) in self.values.items())
@@ -280,6 +284,45 @@ class _Cycle:
         return e
 
 
+class _Z3:
+    """The z3 module with every term made in one fresh ``z3.Context``: a proof's answer (which
+    counterexample z3 picks, too) then depends on the query alone, not on what the process proved
+    before in z3's global context, so a compile that acts on counterexamples
+    (``netlist2tf.driver.find_economy``) is deterministic."""
+
+    def __init__(self):
+        import z3
+        self._z3, self.ctx = z3, z3.Context()
+
+    def __getattr__(self, name):
+        return getattr(self._z3, name)
+
+    def BitVec(self, name, width):
+        return self._z3.BitVec(name, width, ctx=self.ctx)
+
+    def BitVecVal(self, value, width):
+        return self._z3.BitVecVal(value, width, ctx=self.ctx)
+
+    def BitVecSort(self, width):
+        return self._z3.BitVecSort(width, ctx=self.ctx)
+
+    def Solver(self):
+        return self._z3.Solver(ctx=self.ctx)
+
+    def If(self, c, a, b):
+        return self._z3.If(c, a, b, ctx=self.ctx)
+
+    def And(self, *args):
+        return self._z3.And(*args, self.ctx)
+
+    def Or(self, *args):
+        return self._z3.Or(*args, self.ctx)
+
+
+def _fresh_z3() -> _Z3:
+    return _Z3()
+
+
 def _free(z3, nl: Netlist, inputs: dict | None):
     """(input terms per net, one z3 array per memory): every input free but those ``inputs`` fixes."""
     fixed = inputs or {}
@@ -339,7 +382,7 @@ def prove_groups(nl: Netlist, groups, out_groups=(), gated_writes=(), inputs: di
     is 0 (all combinations at once). ``inputs``: {input port: value} held fixed (e.g. {"rst": 0});
     other inputs are free. Returns None when proved, else a Counterexample. Raises Netlist2TFError
     for unknown signals, unsupported cells, or when z3 gives up."""
-    import z3
+    z3 = _fresh_z3()
 
     sigs = {s.name: s.bits for s in nl.signals}
     reg_of_q = {n: r for r in nl.registers for n in r.q}
@@ -436,7 +479,7 @@ def prove_held(nl: Netlist, gate: str, dirty: str, group, inputs: dict | None = 
 
     Returns None when proved, else a Counterexample (``what``: the property that fails; ``values``:
     the state's group, gate and dirty values, both entries the state's and the next cycle's)."""
-    import z3
+    z3 = _fresh_z3()
 
     sigs = {s.name: s.bits for s in nl.signals}
     outs = {p.name: p for p in nl.outputs}
@@ -541,7 +584,24 @@ def _counterexample(z3, model, ca, cb, sigs, groups, claims) -> Counterexample:
         if a != b:
             what.append(name)
             values[name] = (a, b)
-    return Counterexample(tuple(what), values)
+    return Counterexample(tuple(what), values, tuple(_state(z3, model, c) for c in (ca, cb)))
+
+
+def _state(z3, model, copy) -> tuple[dict, dict, dict]:
+    """One copy's state in z3's model: (registers, inputs, the memory words its read ports read)."""
+    def val(term):
+        return model.eval(term, model_completion=True).as_long()
+    nl = copy.nl
+    regs = {f"reg:{r.name}": sum(val(copy.q_terms[n]) << i for i, n in enumerate(r.q)) for r in nl.registers}
+    ins = {p.name: sum(val(copy.inputs[n]) << i for i, n in enumerate(p.bits) if n in copy.inputs) for p in nl.inputs}
+    mems = {}
+    for m in nl.memories:
+        words = mems.setdefault(m.name, {})
+        for rp in m.read_ports:
+            index = val(copy.word(rp.addr)) - m.offset
+            if 0 <= index < m.size:
+                words[index] = val(z3.Select(copy.memories[m.name], z3.BitVecVal(index, m.abits)))
+    return regs, ins, mems
 
 
 def evaluate(nl: Netlist, registers: dict, inputs: dict, memories: dict) -> tuple[dict, dict, dict]:
@@ -549,7 +609,7 @@ def evaluate(nl: Netlist, registers: dict, inputs: dict, memories: dict) -> tupl
     prover reads the netlist as ``sim.py`` runs it): ``registers`` {"reg:NAME": value} (missing: 0),
     ``inputs`` {port: value}, ``memories`` {name: {address: word}}. Returns (outputs {port: value},
     next registers {"reg:NAME": value}, writes {memory: [(address, data, enable)] per write port})."""
-    import z3
+    z3 = _fresh_z3()
 
     q = {}
     for r in nl.registers:

@@ -110,13 +110,14 @@ def _time(t: int | None) -> dict | None:
 
 
 def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None = None,
-                 synth=None, netlist: Netlist | None = None) -> dict:
+                 synth=None, netlist: Netlist | None = None, economy: dict | None = None) -> dict:
     """The report of a model plan as a JSON-able dict (module docstring). ``nonzero``: the written
     weights' non-zero count, where they exist; ``design``: the name to show (the DESIGN argument;
     the netlist's top module otherwise); ``synth``: the ``frontend.SynthResult`` the plan's netlist
     came from (for the HDL attribution of abc's LUTs; without it a cell names only its own ``src``);
     ``netlist``: the whole synthesized netlist, when the plan kept only some outputs (its other
-    cells are listed as removed)."""
+    cells are listed as removed); ``economy``: what the compiler's own search found (``driver.Economy.record``:
+    every group found, its gate and proof, the groups z3 refuted, the frame cost before and after)."""
     from netlist2tf.report.attribution import attribute
 
     kept_nl, sched, stats = plan.netlist, plan.schedule, plan.stats
@@ -344,6 +345,7 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
         "signals": signals,
         "cells": cell_rows,
         "tokens": tokens,
+        **({"economy": economy} if economy is not None else {}),
         "control_fields": _control_fields(plan, model_layout),
         "totals": {"parameters": stats["parameters"], "nonzero": nonzero,
                    "tokens_per_cycle": stats["tokens_per_cycle"],

@@ -202,6 +202,7 @@ def render_page(report: dict) -> str:
                    f"<td>{_e(p['signal'] or '')}</td><td>{_e(p['src'])}</td><td>{_e(p['net'] or '')}</td></tr>"
                    for p in report["critical_path"])
     compare = _compare_html(report["compare"]) if report.get("compare") else ""
+    economy = _economy_html(report["economy"]) if report.get("economy") else ""
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
 <title>{design}: layer assignment (netlist2tf)</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:110em}}table{{border-collapse:collapse;margin:0.5em 0}}
@@ -235,10 +236,29 @@ pre-activation from the threshold 0, over the same values (both computed from th
 use: the design's bits held in the layer (the token, emit and write-port fields come on top).</p>
 {''.join(details)}
 <h2>Tokens of a frame</h2><table><tr><th>chunk</th><th>emitted</th><th>bits</th></tr>{tokens}</table>
+{economy}
 {mems}
 <h2>Critical path</h2><table><tr><th>level</th><th>layer</th><th>signal</th><th>source</th><th>net</th></tr>{path}</table>
 {_SCRIPT}</body></html>
 """
+
+
+def _economy_html(e: dict) -> str:
+    """The token economy the compiler found (``--economy auto``): its groups and the frame cost."""
+    b, a = e["frame_cost_before"], e["frame_cost_after"]
+    def share(g):
+        return "" if g.get("share") is None else f"{100 * g['share']:.1f} %"
+    rows = "".join(f"<tr><td>{_e(g['kind'])}</td><td>{_e(g['gate'])}</td><td>{_e(', '.join(g['members']))}</td>"
+                   f"<td>{share(g)}</td><td>{_e(g['proof'])}</td></tr>" for g in e["groups"])
+    refuted = "".join(f"<li><b>{_e(r['gate'])}</b>: {_e(', '.join(r['members']))}: {_e(r['counterexample'])}</li>"
+                      for r in e["refuted"])
+    return (f"<h2>Token economy (found by the compiler)</h2><p>Generated tokens per cycle over a simulated run of "
+            f"{b['frames']:,} frames on random inputs: {b['generated_mean']} on average (worst {b['generated_worst']}) "
+            f"with the hand-written groups only, {a['generated_mean']} (worst {a['generated_worst']}) with the groups "
+            f"found; {a['input_tokens']} input token(s) per cycle on top.</p>"
+            + (f"<table><tr><th>kind</th><th>gate</th><th>members</th><th>frames that emit it</th><th>proof</th></tr>"
+               f"{rows}</table>" if rows else "<p>No group found.</p>")
+            + (f"<p>Refuted by z3, not used:</p><ul>{refuted}</ul>" if refuted else ""))
 
 
 def _compare_html(c: dict) -> str:

@@ -868,6 +868,37 @@ class Simulator:
                 for lane in (range(len(self._lanes)) if instance is None else [instance]):
                     self._lanes[lane][0][k] = int(v)
 
+    def lane_state(self) -> tuple[list, list]:
+        """Every instance's whole state at once, to copy states between simulators: (one array of
+        ``batch`` values per ``state_names`` entry, one array of shape (``batch``, words) per memory);
+        uint64, or object (Python ints) for a design wider than 64 bits. Copies."""
+        R, M = self._lanes[0]
+        if self.mode == "numpy":
+            return ([np.broadcast_to(np.asarray(r, dtype=U64), (self.batch,)).copy() for r in R],
+                    [m.copy() for m in M])
+        if self.mode == "scalar":
+            wide = np.uint64 if all(v < (1 << 64) for v in R) else object
+            return ([np.array([v], dtype=wide) for v in R],
+                    [np.array([list(m)], dtype=object if max(m, default=0) >> 64 else np.uint64) for m in M])
+        return ([np.array([lane[0][k] for lane in self._lanes], dtype=object) for k in range(len(R))],
+                [np.array([lane[1][j] for lane in self._lanes], dtype=object).reshape(self.batch, -1)
+                 for j in range(len(M))])
+
+    def set_lane_state(self, states: list, memories: list):
+        """Overwrite every instance's state and memories, given as ``lane_state`` returns them (one
+        row per instance of this simulator's batch)."""
+        if len(states) != len(self.state_names) or len(memories) != len(self.netlist.memories):
+            raise StimulusError(f"set_lane_state: {len(states)} states and {len(memories)} memories for a design "
+                                f"with {len(self.state_names)} and {len(self.netlist.memories)}")
+        if any(len(s) != self.batch for s in states) or any(len(m) != self.batch for m in memories):
+            raise StimulusError(f"set_lane_state: give one row per instance ({self.batch})")
+        if self.mode == "numpy":
+            self._lanes = [([np.asarray(s, dtype=U64).copy() for s in states],
+                            [np.asarray(m, dtype=U64).copy() for m in memories])]
+        else:
+            self._lanes = [([int(s[b]) for s in states], [[int(x) for x in m[b]] for m in memories])
+                           for b in range(self.batch)]
+
     def check_inputs(self, values: dict):
         """Raise StimulusError if ``values`` names an unknown port or a value that does not fit."""
         known = {p.name: p for p in self.input_ports}

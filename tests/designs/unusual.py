@@ -261,3 +261,20 @@ class Relay(wiring.Component):
         m.d.sync += [g1.eq(self.go), g2.eq(g1), a.eq(self.x), b.eq(a)]
         m.d.comb += self.y.eq(Mux(g2, b, 0))
         return m
+
+
+class Hidden(wiring.Component):
+    """A register that seems not to matter while ``g`` is 0, on random inputs: ``y`` shows ``r`` while
+    ``g`` is 1, and also while ``g`` is 0 when the 32-bit ``key`` holds one value that random inputs
+    never draw. The compiler's own search proposes ``r`` gated by ``g``; z3 must refute it."""
+    go: In(1)
+    key: In(32)
+    x: In(8)
+    y: Out(8)
+
+    def elaborate(self, platform):
+        m = Module()
+        g, r = Signal(name="g"), Signal(8, name="r")
+        m.d.sync += [g.eq(self.go), r.eq(self.x)]
+        m.d.comb += self.y.eq(Mux(g | (self.key == 0xC0FFEE42), r, 0))
+        return m

@@ -44,3 +44,26 @@ def test_against_amaranth(design, flow, mode, build_dir):
         collisions = np.sum((trace.inputs["wa0"] == trace.inputs["wa1"]) & (trace.inputs["we0"] > 0)
                             & (trace.inputs["we1"] > 0))
         assert collisions > 50        # the priority rule was exercised
+
+
+@pytest.mark.parametrize("design, flow, mode", [("Wide", "word", "lanes"), ("TwoMemories", "macro", "numpy")])
+def test_lane_state_moves_whole_states_between_simulators(design, flow, mode, build_dir):
+    """lane_state / set_lane_state (the token economy's perturbation test): a run split in two,
+    its lanes' states copied into a simulator of another batch in another order, goes on exactly as
+    the unbroken run (the oracle: the same simulator run straight through, lane by lane)."""
+    nl = parse_netlist(synthesize(f"{DESIGNS}/unusual.py:{design}", flow, build_dir).json_text)
+    whole = Simulator(nl, batch=3)
+    assert whole.mode == mode
+    trace = whole.run(40, RandomStimulus(seed=5))
+    first = Simulator(nl, batch=3)
+    first.run(20, TableStimulus({n: v[:20] for n, v in trace.inputs.items()}))
+    states, mems = first.lane_state()
+    order = [2, 0, 1, 1]
+    second = Simulator(nl, batch=4)
+    second.set_lane_state([s[order] for s in states], [m[order] for m in mems])
+    rest = second.run(20, TableStimulus({n: v[20:, order] for n, v in trace.inputs.items()}))
+    for name, v in trace.outputs.items():
+        assert [[int(x) for x in row] for row in rest.outputs[name]] == \
+            [[int(x) for x in row[order]] for row in v[20:]], name
+    with pytest.raises(Exception, match="one row per instance"):
+        second.set_lane_state([s[:2] for s in states], [m[:2] for m in mems])

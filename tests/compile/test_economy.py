@@ -1,0 +1,116 @@
+"""The token economy the compiler finds by itself (netlist2tf.compile.economy, driver.find_economy,
+``compile --economy auto``, the default).
+
+Oracles: z3's counterexample replayed on the netlist simulator (the two states it names give different
+outputs there); the netlist simulator's own token trace (run.verify.expected_tokens) for the frame
+cost; and, for every design whose frame the search shortened, the compiled checkpoint run by stock
+transformers against the netlist simulator, generated and teacher-forced, float32 and bfloat16."""
+
+import json
+
+import numpy as np
+import pytest
+
+from netlist2tf import cli
+from netlist2tf.compile import CompileSettings, frame_lengths, protocol_of, simulate
+from netlist2tf.driver import find_economy
+from netlist2tf.frontend.synth import synthesize
+from netlist2tf.netlist.formal import prove_groups
+from netlist2tf.netlist.ir import parse_netlist
+from netlist2tf.sim import RandomStimulus, Simulator
+
+HIDDEN = "tests/designs/unusual.py:Hidden"
+
+
+def _netlist(design, build_dir):
+    return parse_netlist(synthesize(design, "macro", build_dir).json_text)
+
+
+def test_a_wrong_gate_is_refuted_with_a_counterexample_and_not_used(build_dir, tmp_path):
+    """Hidden's r looks gated by g on random inputs (the key that shows it is never drawn): the
+    search proposes it, z3 refutes it with a state whose key is that value, and nothing uses it."""
+    nl = _netlist(HIDDEN, build_dir)
+    lines = []
+    eco = find_economy(nl, CompileSettings(), log=lines.append, build=tmp_path)
+    assert [(r["gate"], r["members"]) for r in eco.refuted] == [("g", ["r"])]
+    assert "output y" in eco.refuted[0]["counterexample"]
+    assert not [g for g in eco.groups if g["kind"] == "reg"] and eco.settings.gated == ()
+    assert any("refuted by z3" in line and "not used" in line for line in lines)
+    # the counterexample is real: its two states, run on the simulator, give different outputs
+    cex = prove_groups(nl, [("g", ("r",))])
+    g_bit = next(sig.bits[0] for sig in nl.signals if sig.name == "g")
+    g_reg = next(f"reg:{r.name}" for r in nl.registers if g_bit in r.q)
+    outs = []
+    for regs, ins, _ in cex.states:
+        sim = Simulator(nl)
+        sim.set_state({k: v for k, v in regs.items() if k in sim.state_names})
+        outs.append(sim.step({k: v for k, v in ins.items() if k in {p.name for p in sim.input_ports}})["y"])
+        assert ins["key"] == 0xC0FFEE42 and regs[g_reg] == 0
+    assert outs[0] != outs[1]
+
+
+def test_frame_cost_counts_the_simulators_tokens(build_dir):
+    """frame_lengths against the netlist simulator's own token trace (verify.expected_tokens) on
+    the same random inputs, for a frame with a register group, a gated write and no group."""
+    from netlist2tf.run.verify import expected_tokens
+
+    nl = _netlist("tests/designs/unusual.py:GatedMachine", build_dir)
+    inits = {f"reg:{r.name}": r.init for r in nl.registers}
+    for settings in (CompileSettings(), CompileSettings(gated_writes=("mem",)),
+                     CompileSettings(gated=(("busy", ("acc", "mcand", "mult", "count")),), gated_writes=("mem",))):
+        proto = protocol_of(nl, settings)
+        run = simulate(nl, batch=1, cycles=200, samples_at=(), memories=[{}], stimulus=RandomStimulus(7))
+        rows, generated, frames = expected_tokens(proto, nl, inits, 200, 1, seed=7)
+        starts = [pos for _, pos in frames[0]] + [len(rows[0])]
+        want = [sum(generated[0][a:b]) for a, b in zip(starts, starts[1:])]
+        assert list(frame_lengths(proto, run)) == want
+    assert len(set(want)) > 1                    # the gated frame really varies
+
+
+@pytest.mark.parametrize("design,layers,kinds", [
+    ("tests/designs/unusual.py:SerialMultiplier", 8, {"reg"}),
+    ("tests/designs/unusual.py:GatedMachine", 8, {"reg", "write"}),
+    ("hdl.examples.regfile:RegisterFile", 4, {"write", "fold"}),
+])
+def test_found_groups_compile_exactly(design, layers, kinds, tmp_path, build_dir, capsys):
+    """A design compiled with the groups it found: compile.json records them, the report lists
+    them, and stock transformers equals the netlist simulator, generated and teacher-forced, in
+    float32 and bfloat16."""
+    out = tmp_path / "ckpt"
+    assert cli.main(["compile", design, "--layers", str(layers), "--out", str(out), "--build-dir", str(build_dir)]) == 0
+    err = capsys.readouterr().err
+    assert "token economy:" in err and "generated tokens per cycle" in err
+    meta = json.loads((out / "compile.json").read_text())
+    eco = meta["settings"]["economy"] if "settings" in meta else meta["economy"]
+    assert {g["kind"] for g in eco["groups"]} == kinds
+    assert eco["frame_cost_after"]["generated_mean"] < eco["frame_cost_before"]["generated_mean"]
+    for dtype in ("float32", "bfloat16"):
+        assert cli.main(["verify", str(out), "--cycles", "60", "--batch", "2", "--dtype", dtype]) == 0
+        assert cli.main(["verify", str(out), "--cycles", "300", "--batch", "2", "--dtype", dtype, "--teacher-forced"]) == 0
+    assert capsys.readouterr().err.count("equals the netlist simulator on every output and register") == 4
+
+
+def test_economy_off_hand_groups_win_and_the_search_is_deterministic(build_dir, tmp_path, capsys):
+    nl = _netlist("tests/designs/unusual.py:GatedMachine", build_dir)
+    hand = CompileSettings(gated=(("busy", ("acc", "mcand")),))
+    a = find_economy(nl, hand, build=tmp_path / "a")
+    b = find_economy(nl, hand, build=tmp_path / "b")
+    assert a.record() == b.record()                                 # same inputs, same groups (fresh caches)
+    assert a.settings.gated[0] == ("busy", ("acc", "mcand"))
+    named = [m for _, ms in a.settings.gated for m in ms] + [g for g, _ in a.settings.gated]
+    assert len(named) == len(set(named))                            # the search left the hand-written names alone
+    lines = []
+    find_economy(nl, hand, log=lines.append, build=tmp_path / "a")
+    assert any("reused" in line for line in lines)
+    out = tmp_path / "off"
+    assert cli.main(["report", "tests/designs/unusual.py:GatedMachine", "--layers", "8", "--economy", "off",
+                     "--out", str(out), "--build-dir", str(build_dir)]) == 0
+    assert "economy" not in json.loads((out / "report.json").read_text())
+    assert "token economy" not in capsys.readouterr().err
+    out = tmp_path / "auto"
+    assert cli.main(["report", "tests/designs/unusual.py:GatedMachine", "--layers", "8", "--out", str(out),
+                     "--build-dir", str(build_dir)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert [g["gate"] for g in report["economy"]["groups"]] == ["mem.en", "busy"]
+    assert "Token economy (found by the compiler)" in (out / "report.html").read_text()
+    assert np.isclose(report["economy"]["frame_cost_before"]["generated_mean"], 15.0)
