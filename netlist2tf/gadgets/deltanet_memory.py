@@ -604,9 +604,9 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         if in_use:
             raise Netlist2TFError(f"value head {head} is not free ({', '.join(in_use)} non-zero); "
                                   f"call clear_module first or pick another head")
-        qk_new = torch.cat([wq, wk]).to(W)
-        qk_old = torch.cat([W[q_rows], W[k_rows]])
-        if bool(qk_old.any()) and not torch.equal(qk_old, qk_new):
+        q_old, k_old = W[q_rows], W[k_rows]
+        held = bool(q_old.any()) or bool(k_old.any())
+        if held and not (torch.equal(q_old, wq.to(W)) and torch.equal(k_old, wk.to(W))):
             raise Netlist2TFError(f"key head {kh} (shared by value head {head}) already holds other "
                                   f"addresses; value heads sharing a key head must share the address")
         # another head in use (a z row outside this head's) with another norm weight; the z rows are

@@ -56,17 +56,33 @@ def _role(key: str) -> str | None:
     return None
 
 
-def _residual_tensors(state: dict, out: dict, consume: bool = False):
-    """(key, role, float64 tensor) of every tensor of ``state`` that touches the residual stream;
-    the others are copied into ``out`` unchanged. ``consume``: take each tensor out of ``state`` as it
-    is reached (the others moved, not copied), so that a large model is never held twice."""
+def _residual_tensors(state: dict, out: dict, consume: bool = False, wide=lambda t: True):
+    """(key, role, tensor) of every tensor of ``state`` that touches the residual stream, in float64
+    where ``wide(tensor)`` (else as it is); the others are copied into ``out`` unchanged. ``consume``:
+    take each tensor out of ``state`` as it is reached (the others moved, not copied), so that a large
+    model is never held twice."""
     for key in list(state):
         t = state.pop(key) if consume else state[key]
         role = _role(key)
         if role is None:
             out[key] = t if consume else t.clone()
         else:
-            yield key, role, t.double()
+            yield key, role, t.double() if wide(t) else t
+
+
+def _quarters(t: torch.Tensor) -> bool:
+    """Every entry of the float32 ``t`` a multiple of 1/4 below 2**21 in magnitude: then the sums,
+    differences and halves ``fold_state`` takes of two entries are exact in float32 (at most 24
+    significant bits), and it need not work in float64 (the compiler's weights are such numbers)."""
+    if t.dtype != torch.float32:
+        return False
+    if not t.numel():
+        return True
+    lo, hi = torch.aminmax(t)
+    if not (-2 ** 21 < float(lo) and float(hi) < 2 ** 21):
+        return False
+    q = t * 4
+    return torch.equal(q, q.round_())
 
 
 def signed_layout(pairs: ResidualLayout, hidden_size: int | None = None) -> ResidualLayout:
@@ -76,7 +92,9 @@ def signed_layout(pairs: ResidualLayout, hidden_size: int | None = None) -> Resi
 
 
 def _exact(w: torch.Tensor) -> bool:
-    """Every entry of the float64 ``w`` held exactly in float32 and in bfloat16."""
+    """Every entry of the float64 (or float32) ``w`` held exactly in float32 and in bfloat16."""
+    if w.dtype == torch.float32:
+        return torch.equal(w.to(torch.bfloat16).to(torch.float32), w)
     return (torch.equal(w.to(torch.float32).double(), w)
             and torch.equal(w.to(torch.bfloat16).double(), w))
 
@@ -120,7 +138,8 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consu
     # the anchor a read's constant may be split over: the largest (every anchor row is fixed)
     split = max(signed.anchors, key=lambda a: a[1]) if signed.anchors else None
     out = {}
-    for key, role, w in _residual_tensors(state, out, consume):
+    for key, role, w in _residual_tensors(state, out, consume, wide=lambda t: not _quarters(t)):
+        dt = w.dtype                                    # float32 where exact (``_quarters``), else float64
         if role == "norm":
             if not bool((w == w[0]).all()):
                 raise Netlist2TFError(f"{key}: the decoder norm's weights differ between channels")
@@ -128,10 +147,10 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consu
         elif role == "reader":
             if bool(w[:, other].any()):
                 raise Netlist2TFError(f"{key} reads an anchor or a free channel; the signed layout cannot hold it")
-            new = torch.zeros(w.shape[0], Ds, dtype=torch.float64)
+            new = torch.zeros(w.shape[0], Ds, dtype=dt)
             u, v = w[:, hi_s], w[:, lo_s]
             new[:, bits_s] = (u - v) / 2
-            c0, c1 = _split_constant(w[:, pairs.one] + ((u + v) / 2).sum(dim=1), split)
+            c0, c1 = _split_constant(w[:, pairs.one].double() + (u + v).sum(dim=1, dtype=torch.float64) / 2, split)
             new[:, signed.one] = c0
             if c1 is not None:
                 new[:, split[0]] = c1
@@ -142,7 +161,7 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consu
             if bool((w[hi_s] + w[lo_s]).any()):
                 raise Netlist2TFError(f"{key} writes a pair unevenly (b and 1 - b must change by opposite "
                                       f"amounts); the signed layout cannot hold it")
-            new = torch.zeros(Ds, w.shape[1], dtype=torch.float64)
+            new = torch.zeros(Ds, w.shape[1], dtype=dt)
             new[bits_s] = w[hi_s] - w[lo_s]
             out[key] = new
         else:                                           # the embedding: residual rows
@@ -151,14 +170,14 @@ def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consu
                 raise Netlist2TFError(f"{key}: a token's pair does not sum to its constant channel")
             want = torch.zeros(w.shape[0], Dp, dtype=torch.float64)
             for c, a in pairs.anchors:
-                want[:, c] = a * one
-            if not torch.equal(w[:, other], want[:, other]):
+                want[:, c] = a * one.double()
+            if not torch.equal(w[:, other].double(), want[:, other]):
                 raise Netlist2TFError(f"{key}: a token's anchors or free channels are not the layout's")
             new = torch.zeros(w.shape[0], Ds, dtype=torch.float64)
             new[:, signed.one] = one
             new[:, bits_s] = w[:, hi_s] - w[:, lo_s]
             for c, a in signed.anchors:
-                new[:, c] = a * one
+                new[:, c] = a * one.double()
             out[key] = new
         if not _exact(out[key]):
             raise Netlist2TFError(f"{key}: a folded weight is not exact in bfloat16; compile with --bits pairs")
