@@ -143,3 +143,22 @@ def test_a_folder_the_disk_cannot_hold_is_refused_before_it_is_written(tmp_path)
         write_folder(tmp_path / "ck", lambda tmp: pytest.fail("written"), "checkpoint", size=free + (1 << 30))
     assert (tmp_path / "ck" / "compile.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"]
+
+
+def test_a_model_the_memory_cannot_hold_is_refused_before_its_weights(tmp_path, build_dir, monkeypatch, capsys):
+    """compile refuses, with the parameters and the memory named, a model whose writing would take more
+    memory than there is (a 16-bit ALU needs 34 layers and 3.7 G parameters: 45 GB; here the machine
+    is made to look small instead), and leaves no output; with the memory there, the same compile
+    runs."""
+    import netlist2tf.common as common
+
+    out = tmp_path / "ckpt"
+    monkeypatch.setattr(common, "available_memory", lambda: 64 << 20)
+    argv = ["compile", "hdl.examples.counter:Counter", "--layers", "4", "--out", str(out),
+            "--build-dir", str(build_dir), "--economy", "off"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "parameters (4 layers" in err and "of memory, more than the" in err and "fewer layers" in err
+    assert err.count("\n") == 1 and not out.exists()
+    monkeypatch.setattr(common, "available_memory", lambda: 64 << 30)
+    assert cli.main(argv) == 0 and (out / "model.safetensors").is_file()

@@ -182,6 +182,12 @@ class TraceProtocol:
     mem_data: tuple[Chunk, ...] = ()             # the MD chunks, likewise
     ports: tuple["WritePort", ...] = ()          # which MA/MD chunks belong to which memory
     groups: tuple[Group, ...] = ()               # gated groups, in frame order
+    # the frame's generated chunks in order (``generated``), computed once: the planner asks for
+    # them per vocabulary token
+    _generated: tuple = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_generated", tuple(self._order(self.groups)))
 
     @property
     def memories(self) -> tuple[str, ...]:
@@ -402,7 +408,7 @@ class TraceProtocol:
     @property
     def generated(self) -> list[tuple[str, int]]:
         """(kind, chunk) of the generated tokens of a frame, in order (every group's chunks included)."""
-        return self._order(self.groups)
+        return list(self._generated)
 
     def group_of(self, kind_chunk) -> int | None:
         """Index in ``groups`` of the group holding chunk ``(kind, index)``; None if ungated."""

@@ -108,20 +108,30 @@ def configure_mlp(mlp, neurons, one: int, dtype=None, first: int = 0) -> int:
         raise Netlist2TFError(f"{first + n} FFN neurons needed but the layer has {size} "
                               f"(intermediate_size); raise it or spread the logic over more layers")
     limit = BF16_LIMIT if dtype == torch.bfloat16 else FP32_LIMIT
+    g_rows, g_cols, g_vals, d_rows, d_cols, d_vals = [], [], [], [], [], []
+    for j, neuron in enumerate(neurons, start=first):
+        lo, hi = neuron.preactivation_range()
+        if hi > limit:
+            raise Netlist2TFError(f"neuron {j}: pre-activation range [{lo}, {hi}] is not exact in "
+                                  f"{dtype} (limit {limit}); split the gate")
+        for ch, w in (*neuron.inputs, (one, neuron.bias)):
+            g_rows.append(j)
+            g_cols.append(ch)
+            g_vals.append(K * w)
+        for ch, w in neuron.outputs:
+            d_rows.append(ch)
+            d_cols.append(j)
+            d_vals.append(w)
     with torch.no_grad():
+        # every entry written at once: the rows zeroed, then each (row, channel) entry the sum of its
+        # terms (small integers times K: exact in any order)
         gate, up, down = mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight
-        for j, neuron in enumerate(neurons, start=first):
-            lo, hi = neuron.preactivation_range()
-            if hi > limit:
-                raise Netlist2TFError(f"neuron {j}: pre-activation range [{lo}, {hi}] is not exact in "
-                                      f"{dtype} (limit {limit}); split the gate")
-            gate[j].zero_()
-            up[j].zero_()
-            down[:, j].zero_()
-            for ch, w in neuron.inputs:
-                gate[j, ch] += K * w
-            gate[j, one] += K * neuron.bias
-            up[j, one] = 1.0 / K
-            for ch, w in neuron.outputs:
-                down[ch, j] += w
+        gate[first:first + n].zero_()
+        up[first:first + n].zero_()
+        down[:, first:first + n].zero_()
+        up[first:first + n, one] = 1.0 / K
+        for w, rows, cols, vals in ((gate, g_rows, g_cols, g_vals), (down, d_rows, d_cols, d_vals)):
+            if rows:
+                w.index_put_((torch.tensor(rows), torch.tensor(cols)), torch.tensor(vals, dtype=w.dtype),
+                             accumulate=True)
     return first + n

@@ -118,6 +118,29 @@ class ResidualLayout:
             raise IndexError(f"bit {i} outside the layout's {self.n_pairs} bits")
         return self.first_pair + self.width * i
 
+    def initial_rows(self, rows):
+        """``initial(bits)`` for each ``bits`` of ``rows`` at once: a (len(rows), hidden) float32 tensor
+        (the embedding of a vocabulary: one Python loop over the bits, no tensor operation per row)."""
+        import torch
+
+        out = _base_vector(self).repeat(len(rows), 1)
+        toks = [t for t, bits in enumerate(rows) if bits for _ in bits]
+        index = [i for bits in rows if bits for i in bits]
+        if not toks:
+            return out
+        bad = next((i for i in index if not 0 <= i < self.n_pairs), None)
+        if bad is not None:
+            raise IndexError(f"{'bit' if self.signed else 'pair'} {bad} outside the layout's {self.n_pairs} "
+                             f"{'bits' if self.signed else 'pairs'}")
+        b = torch.tensor([float(v) for bits in rows if bits for v in bits.values()], dtype=torch.float32)
+        t = torch.tensor(toks, dtype=torch.long)
+        channel = self.first_pair + self.width * torch.tensor(index, dtype=torch.long)
+        if self.signed:
+            out[t, channel] = 2 * b - 1
+        else:
+            out[t, channel], out[t, channel + 1] = b, 1 - b
+        return out
+
     def initial(self, bits=None, dtype=None):
         """The residual vector of an active position (a float32 tensor, or ``dtype``): constant,
         anchors, every pair (0, 1), except the pairs given in ``bits`` ({pair index: bit}), which

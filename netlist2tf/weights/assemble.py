@@ -85,12 +85,11 @@ def write_weights(plan: ModelPlan) -> Compiled:
                              write_select=h.write_select, read_select=h.read_select,
                              value_pairs=list(h.value_pairs), out_pairs=list(h.out_pairs))
         emb = m.embed_tokens.weight
-        for tok, bits in enumerate(plan.embedding):
-            emb[tok] = layout.initial(bits)
+        emb[:len(plan.embedding)] = layout.initial_rows(plan.embedding)
         head_w = model.lm_head.weight
-        for tok, row in enumerate(plan.lm_head):
-            for ch in row:
-                head_w[tok, ch] = 1.0
+        toks = [tok for tok, row in enumerate(plan.lm_head) for _ in row]
+        if toks:
+            head_w[torch.tensor(toks), torch.tensor([ch for row in plan.lm_head for ch in row])] = 1.0
     if folded:
         from netlist2tf.weights.signed import fold_state
 
