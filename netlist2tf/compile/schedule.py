@@ -51,27 +51,57 @@ BALANCE_PASSES = 4              # _balance passes at most (each moves units late
 
 def compose(f: BitFunction, net: int, g: BitFunction, max_inputs: int) -> BitFunction | None:
     """``f`` with its input ``net`` replaced by ``g`` (the function computing ``net``), over the
-    bits it then really depends on; None if that is more than ``max_inputs`` bits."""
-    support = [n for n in f.support if n != net] + [n for n in g.support if n not in f.support]
+    bits it then really depends on; None if that is more than ``max_inputs`` bits. (Remembered: the
+    scheduler's passes compose the same pairs again.)"""
+    key = (f.support, f.table, net, g.support, g.table, max_inputs)
+    if key not in _COMPOSED:
+        if len(_COMPOSED) > 1 << 16:
+            _COMPOSED.clear()
+        _COMPOSED[key] = _compose(f.support, f.table, net, g.support, g.table, max_inputs)
+    done = _COMPOSED[key]
+    return None if done is None else BitFunction(f.out, *done)
+
+
+_COMPOSED: dict = {}
+
+
+def _table_bits(table: int, inputs: int):
+    """The truth table ``table`` of ``inputs`` bits as an array of its 2**inputs values (0/1)."""
+    import numpy as np
+
+    n = 1 << inputs
+    raw = np.frombuffer(table.to_bytes((n + 7) // 8, "little"), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:n].astype(np.int64)
+
+
+def _compose(f_support, f_table, net, g_support, g_table, max_inputs):
+    """``compose`` on plain values, every pattern at once (numpy): (support, table) or None."""
+    import numpy as np
+
+    support = [n for n in f_support if n != net] + [n for n in g_support if n not in f_support]
     if len(support) > 16:
         return None
     pos = {n: i for i, n in enumerate(support)}
-    table = 0
-    for p in range(1 << len(support)):
-        gp = sum(((p >> pos[n]) & 1) << i for i, n in enumerate(g.support))
-        gv = (g.table >> gp) & 1
-        fp = sum((gv if n == net else (p >> pos[n]) & 1) << i for i, n in enumerate(f.support))
-        table |= ((f.table >> fp) & 1) << p
     k = len(support)
-    keep = [i for i in range(k) if any(((table >> p) & 1) != ((table >> (p ^ (1 << i))) & 1)
-                                       for p in range(1 << k))]
+    p = np.arange(1 << k, dtype=np.int64)
+    gp = np.zeros_like(p)
+    for i, n in enumerate(g_support):
+        gp |= ((p >> pos[n]) & 1) << i
+    gv = _table_bits(g_table, len(g_support))[gp]
+    fp = np.zeros_like(p)
+    for i, n in enumerate(f_support):
+        fp |= (gv if n == net else (p >> pos[n]) & 1) << i
+    values = _table_bits(f_table, len(f_support))[fp]
+    keep = [i for i in range(k) if bool(np.any(values != values[p ^ (1 << i)]))]
     if len(keep) > max_inputs:
         return None
-    reduced = 0
-    for q in range(1 << len(keep)):
-        p = sum(((q >> j) & 1) << i for j, i in enumerate(keep))
-        reduced |= ((table >> p) & 1) << q
-    return BitFunction(f.out, tuple(support[i] for i in keep), reduced)
+    q = np.arange(1 << len(keep), dtype=np.int64)
+    at = np.zeros_like(q)
+    for j, i in enumerate(keep):
+        at |= ((q >> j) & 1) << i
+    reduced = values[at].astype(np.uint8)
+    packed = np.packbits(reduced, bitorder="little").tobytes()
+    return tuple(support[i] for i in keep), int.from_bytes(packed, "little")
 
 
 def unit_cost(fns) -> int:
