@@ -389,6 +389,11 @@ class Search:
                 continue
             trial = dataclasses.replace(settings, held=tuple(settings.held) + ((port.name, "", ms),))
             try:
+                # the tail's chunks are written from the frame's last token through the DeltaNet conv:
+                # at most kernel - 1 tokens before the end (plan.py refuses the rest)
+                kernel = settings.target.linear_conv_kernel_dim if settings.target is not None else 4
+                if max(protocol_of(self.netlist, trial).tail_lags().values(), default=0) >= kernel:
+                    continue
                 c = self.cost(trial)
                 ok = self.better(settings, trial)
             except Netlist2TFError:
