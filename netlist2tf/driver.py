@@ -162,8 +162,8 @@ def _prove_held(model_netlist, held, log, strict: bool) -> str:
 
 
 #: the peak memory of writing a model's weights and checkpoint, in float32 copies of the model (the pair
-#: model before it is folded, float64 where a weight is not a small multiple of 1/4, the file): the
-#: 64 KiB CPU's 428 M parameters peak at 5.0 GB (2.9 copies with the process), so 3 and 0.5 GB more
+#: model before it is folded, float64 where a weight is not a small multiple of 1/4, the file), from the
+#: 64 KiB CPU's measured peak (docs/results.md "Compiling"), so 3 and 0.5 GB more
 WRITE_COPIES, WRITE_BASE = 3, 1 << 29
 
 
