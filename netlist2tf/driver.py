@@ -25,8 +25,6 @@ def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = Fa
     out here (groups proved apart hold together: ``prove_groups_apart``)."""
     model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
     if proved:
-        import dataclasses
-
         done = {(g, tuple(m)) for g, m in proved}
         settings = dataclasses.replace(settings, gated=tuple(g for g in settings.gated if (g[0], tuple(g[1])) not in done))
     cached, key = _proved_before(model_netlist, settings)
@@ -41,15 +39,20 @@ def prove_gating(netlist, settings: CompileSettings, log=None, strict: bool = Fa
 
 
 def _proof_key(model_netlist, settings: CompileSettings) -> str:
-    """What a proof depends on: the netlist (its repr: every cell, net and port), the groups, the
-    gated writes, and the prover (netlist2tf's sources, z3's version)."""
+    """What a proof depends on: the netlist, the groups and the gated writes (``_cache_key``)."""
+    return _cache_key(model_netlist, settings.gated, settings.held, settings.gated_writes)
+
+
+def _cache_key(model_netlist, *parts) -> str:
+    """A cache key of a result about ``model_netlist`` (a proof, a token economy): its repr (every
+    cell, net and port), ``parts``, and the prover (netlist2tf's sources, z3's version)."""
     import hashlib
     import importlib.metadata
 
     from netlist2tf.common import source_digest
 
     h = hashlib.sha256(repr(model_netlist).encode())
-    h.update(repr((settings.gated, settings.held, settings.gated_writes)).encode())
+    h.update(repr(parts).encode())
     h.update(f"\0{source_digest()}\0{importlib.metadata.version('z3-solver')}".encode())
     return h.hexdigest()[:24]
 
@@ -233,7 +236,11 @@ class Economy:
     refuted: tuple
     before: object
     after: object
-    proved: tuple = ()
+
+    @property
+    def proved(self) -> tuple:
+        """The register groups ((GATE, MEMBERS), ...) it proved (``compile_netlist(proved=...)``)."""
+        return tuple((g["gate"], tuple(g["members"])) for g in self.groups if g["kind"] == "reg")
 
     def record(self) -> dict:
         return {"groups": [dict(g) for g in self.groups], "refuted": [dict(r) for r in self.refuted],
@@ -264,7 +271,7 @@ def find_economy(netlist, settings: CompileSettings, log=None, seed: int = 0, bu
 
     say = log or (lambda m: None)
     model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
-    key = _economy_key(model_netlist, settings, seed)
+    key = _cache_key(model_netlist, settings.record(), seed)
     path = build_dir(build) / "economy" / f"{key}.json"
     try:
         rec = json.loads(path.read_text())
@@ -283,25 +290,13 @@ def find_economy(netlist, settings: CompileSettings, log=None, seed: int = 0, bu
     return eco
 
 
-def _economy_key(model_netlist, settings, seed) -> str:
-    import hashlib
-    import importlib.metadata
-
-    from netlist2tf.common import source_digest
-
-    h = hashlib.sha256(repr(model_netlist).encode())
-    h.update(repr((settings.record(), seed)).encode())
-    h.update(f"\0{source_digest()}\0{importlib.metadata.version('z3-solver')}".encode())
-    return h.hexdigest()[:24]
-
-
 def _economy_from_record(settings, rec, FrameCost) -> Economy:
     groups = tuple(dict(g) for g in rec["groups"])
     found = _with_groups(settings, groups)
     cost = lambda r: FrameCost(int(r["frames"]), float(r["generated_mean"]), int(r["generated_worst"]),   # noqa: E731
                                int(r["generated_best"]), int(r["input_tokens"]))
     return Economy(found, groups, tuple(dict(r) for r in rec["refuted"]), cost(rec["frame_cost_before"]),
-                   cost(rec["frame_cost_after"]), tuple((g["gate"], tuple(g["members"])) for g in groups if g["kind"] == "reg"))
+                   cost(rec["frame_cost_after"]))
 
 
 def _with_groups(settings, groups) -> CompileSettings:
@@ -372,8 +367,7 @@ def _find_economy(model_netlist, settings, say, seed) -> Economy:
             say(f"token economy: group {gate}:{','.join(members)} proved by z3 ({took:.1f} s) and used")
     chosen = _find_tail(model_netlist, found, chosen, groups, say)
     before, after = cost(settings), cost(chosen)
-    return Economy(_with_groups(settings, groups), tuple(groups), tuple(refuted), before, after,
-                   tuple((g["gate"], tuple(g["members"])) for g in groups if g["kind"] == "reg"))
+    return Economy(_with_groups(settings, groups), tuple(groups), tuple(refuted), before, after)
 
 
 def _find_tail(model_netlist, found, chosen, groups, say):
