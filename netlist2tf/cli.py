@@ -324,10 +324,11 @@ def cmd_compile(args) -> int:
     if s.get("roms"):
         rec = s["roms"]
         ways = ", ".join(f"{w} {rec[f'{w}_parameters']:,}" if f"{w}_parameters" in rec else f"{w} does not fit"
-                         for w in ("ffn", "deltanet"))
-        print(f"  read-only memories {', '.join(rec['memories'])}: "
-              f"{'DeltaNet banks preloaded by the prompt' if rec['chosen'] == 'deltanet' else 'FFN decoders'} "
-              f"(--roms auto, parameters: {ways})", file=sys.stderr)
+                         for w in ("ffn", "deltanet", "attention"))
+        held = {"deltanet": "DeltaNet banks preloaded by the prompt", "ffn": "FFN decoders",
+                "attention": "attention lookups over the words the prompt writes"}[rec["chosen"]]
+        print(f"  read-only memories {', '.join(rec['memories'])}: {held} (--roms auto, parameters: {ways})",
+              file=sys.stderr)
     return 0
 
 
@@ -578,10 +579,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--gated-writes", metavar="MEMORY,...",
                        help="emit these memories' write tokens only in cycles where their port writes "
                             "(the frame then ends on a register token; docs/design/compiler.md 2)")
-        p.add_argument("--roms", choices=("auto", "ffn", "deltanet"), default="auto",
+        p.add_argument("--roms", choices=("auto", "ffn", "deltanet", "attention"), default="auto",
                        help="read-only memories as FFN decoders (ffn), as DeltaNet banks the prompt "
-                            "preloads (deltanet: no neurons, a longer prompt), or whichever gives fewer "
-                            "parameters (auto, the default: planned both ways); the report says which")
+                            "preloads (deltanet: no neurons, a longer prompt), as attention lookups over "
+                            "the words the prompt writes (attention: a full-attention layer's heads, a "
+                            "longer prompt), or whichever gives fewer parameters (auto, the default: "
+                            "planned every way); the report says which")
         p.add_argument("--bits", choices=("signed", "pairs"), default="signed",
                        help="how the residual stream holds a bit: one channel of +-1 (signed, the "
                             "default: half the hidden size) or the two channels (b, 1 - b) the gadgets "

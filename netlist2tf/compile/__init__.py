@@ -9,7 +9,7 @@ __getattr__, __dir__, __all__ = public(__name__, {
     'divider': ('fits',),
     'economy': ('FrameCost', 'Search', 'frame_cost', 'frame_lengths', 'protocol_of', 'simulate'),
     'macros': ('DIV_CELLS', 'expand'),
-    'plan': ('ModelPlan', 'memory_capacity_slots', 'plan_model', 'reachable_banks',
+    'plan': ('ROM_WAYS', 'ModelPlan', 'memory_capacity_slots', 'plan_model', 'reachable_banks',
              'resolve_groups', 'standalone_layer_types', 'trace_protocol'),
     'protocol': ('Field', 'IN', 'KINDS', 'MA', 'MD', 'OUT', 'REG', 'TraceError', 'TraceProtocol'),
     'rom': ('FLAT_MAX_WORDS', 'rom_shape', 'rom_words'),

@@ -76,6 +76,7 @@ class ModelPlan:
     neuron_owners: tuple = ()
     # {net: (time its pair is written, time it is freed or None)}, mixer l = 2l, FFN l = 2l + 1
     lifetimes: dict = field(default_factory=dict)
+    lookups: tuple = ()             # ``LookupHead``s: the ROMs read by attention lookups
 
     @property
     def gated(self):
@@ -217,9 +218,13 @@ def trace_protocol(netlist: Netlist, settings: CompileSettings) -> TraceProtocol
     pre = tuple(settings.preloaded_roms or ())
     netlist = preload(netlist, pre)
     writes = tuple(settings.gated_writes) + tuple(n for n in pre if n not in settings.gated_writes)
-    return TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, settings.chunk_bits,
-                                      resolve_groups(netlist, settings.gated, writes,
-                                                     settings.held, settings.folded_writes))
+    proto = TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, settings.chunk_bits,
+                                       resolve_groups(netlist, settings.gated, writes,
+                                                      settings.held, settings.folded_writes))
+    if settings.lookup_roms:
+        proto = replace(proto, ports=tuple(replace(p, lookup=p.memory in settings.lookup_roms)
+                                           for p in proto.ports))
+    return proto
 
 
 def reachable_banks(mem, port: int, slots: int) -> list[int]:
@@ -237,7 +242,7 @@ def reachable_banks(mem, port: int, slots: int) -> list[int]:
 
 
 def balance_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, banks: dict,
-                  layers_allowed=None):
+                  layers_allowed=None, pins: dict | None = None):
     """Move memory reads to later DeltaNet layers while that lowers the most key heads any layer
     needs (Qwen3.5's config has one head count for every DeltaNet layer, so the widest layer's sets
     every layer's DeltaNet weights): a read in a widest layer (the fewest ``banks`` first) goes to
@@ -246,14 +251,14 @@ def balance_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, b
     a new schedule with the read pinned (``schedule(read_after=)``). Returns (schedule, pins). The
     CPU: its constant-address a7/a0 reads go from layer 1 (with the fetch's 16 banks) to layer 2
     (rs1, rs2): 18 -> 16 key heads."""
-    pins: dict = {}
+    pins = dict(pins or {})
     while True:
         heads = heads_of(probe)
         top = max(heads)
         allowed = sorted(layers_allowed if layers_allowed is not None else {0} | set(probe.read_layer.values()))
         moved = None
         for key, layer in sorted(probe.read_layer.items(), key=lambda kv: (banks[kv[0]], kv[0])):
-            if layer == 0 or heads[layer] != top:
+            if layer == 0 or heads[layer] != top or not banks[key]:     # a lookup's read holds no banks
                 continue
             for later in (c for c in allowed if c > layer):
                 trial = {**pins, key: later}
@@ -287,7 +292,7 @@ def spread_reads(netlist: Netlist, probe: Schedule, target: Target, heads_of, po
     while True:
         heads = heads_of(probe)
         over = {i for i, h in enumerate(heads) if h > key_heads}
-        cands = [key for key in sorted(probe.read_layer) if set(probe.read_layers(key)) & over]
+        cands = [key for key in sorted(probe.read_layer) if set(probe.read_layers(key)) & over and port_heads(key)]
         if not cands:
             return _narrowest(netlist, probe, target, heads_of, read_after, key_heads, reg_layer, span)
         key = max(cands, key=lambda k: port_heads(k) / len(probe.read_layers(k)))
@@ -370,6 +375,10 @@ def memory_capacity_slots(d_k: int) -> int:
     return d_k if d_k & (d_k - 1) == 0 and (d_k.bit_length() - 1) % 2 == 0 else d_k - 1
 
 
+ROM_WAYS = ("ffn", "deltanet", "attention")      # how ``auto`` breaks a tie in parameters
+LOOKUP_HEAD_DIMS = (64, 256)                      # a standalone model's attention head_dim for ROM lookups
+
+
 def standalone_layer_types(layers: int) -> tuple[str, ...]:
     """DeltaNet layers with the last one full attention (the attention layer transformers' cache
     expects); the widths of a standalone model are filled in by ``plan_model`` from the design's needs."""
@@ -395,9 +404,9 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     value heads of one chunk (``4 * chunk_bits`` dims). With a target the model uses exactly its
     per-layer shapes, or the error lists every number that does not fit.
     Read-only memories are held as ``settings.roms`` says; under ``auto`` the design is planned
-    with every ROM as FFN decoders and with every ROM preloaded into DeltaNet banks, and the plan
-    with fewer parameters is kept (the one that fits, if only one does; FFN on a tie: no prompt to
-    write), its ``stats["roms"]`` saying what each way cost.
+    with every ROM as FFN decoders, preloaded into DeltaNet banks, and as attention lookups over
+    the prompt, and the plan with fewer parameters is kept (one that fits, if only some do; on a
+    tie in that order: FFN needs no prompt), its ``stats["roms"]`` saying what each way cost.
     Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
     if settings.outputs is not None:
         netlist = keep_outputs(netlist, settings.outputs)
@@ -407,17 +416,21 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     roms = tuple(m.name for m in netlist.memories if not m.write_ports)
     if settings.preloaded_roms is not None:
         return _plan_model(netlist, settings)
+
+    def way_settings(way):
+        return replace(settings, preloaded_roms=() if way == "ffn" else roms,
+                       lookup_roms=roms if way == "attention" else ())
     if not roms or settings.roms != "auto":
-        return _plan_model(netlist, replace(settings, preloaded_roms=roms if settings.roms == "deltanet" else ()))
+        return _plan_model(netlist, way_settings(settings.roms if roms else "ffn"))
     plans, failed = {}, {}
-    for way, names in (("ffn", ()), ("deltanet", roms)):
+    for way in ROM_WAYS:
         try:
-            plans[way] = _plan_model(netlist, replace(settings, preloaded_roms=names))
+            plans[way] = _plan_model(netlist, way_settings(way))
         except (ScheduleError, Netlist2TFError) as exc:
             failed[way] = exc
     if not plans:
         raise failed["ffn"]
-    way = min(plans, key=lambda w: (plans[w].stats["parameters"], w != "ffn"))
+    way = min(plans, key=lambda w: (plans[w].stats["parameters"], ROM_WAYS.index(w)))
     plans[way].stats["roms"] = {
         "chosen": way, "memories": list(roms),
         **{f"{w}_parameters": p.stats["parameters"] for w, p in plans.items()},
@@ -443,17 +456,21 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     reads = _place_reads(netlist, proto, shape, heads_plan)
     res = _residual(netlist, proto, shape, reads, s)
     neurons, owners = _ffn_neurons(netlist, proto, shape, reads, res)
-    target, intermediate = _fit(netlist, shape, reads, res, neurons)
+    looks = _plan_lookups(netlist, proto, shape, reads, res)
+    target, intermediate = _fit(netlist, shape, reads, res, neurons, looks)
     layers, group = shape.layers, reads.group
-    sched = schedule(netlist, target, read_after=reads.read_after, read_span=reads.read_span,
-                     reg_layer=reads.reg_layer)
+    # the reads are placed by the probe's layer types (a lookup's layer was DeltaNet there); the
+    # schedule keeps the model's target
+    sched = schedule(netlist, replace(target, layer_types=shape.types), read_after=reads.read_after,
+                     read_span=reads.read_span, reg_layer=reads.reg_layer)
+    sched = replace(sched, target=target)
     if sched.read_layer != reads.probe.read_layer:
         raise AssertionError("the memory reads moved between the probe and the final schedule")
 
     heads = _plan_heads(proto, res.layout, res.names, res.pairs, sched, shape.mems, res.mem_proto,
                         shape.write_chunks, group, reads.nk, shape.slots, layers,
                         lambda n: str(netlist.nets[n]), lambda mem: heads_plan.bank_layout(mem, group),
-                        heads_plan.late_regs, heads_plan.port_counts(sched, group)[1].__getitem__)
+                        heads_plan.late_regs, heads_plan.port_counts(sched, group)[1].__getitem__, shape.lookups)
     embedding, lm_head = _plan_tokens(proto, res.names, res.emit_chunks, shape.write_chunks, res.layout, res.branches)
     inits = {f"reg:{r.name}": r.init for r in netlist.registers}
     memory = {p.memory: {a: w for a, w in enumerate(shape.mems[p.memory].init) if w} for p in proto.ports}
@@ -469,11 +486,12 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
              "generated_tokens_per_cycle": len(proto.frame_kinds(possible)),
              "generated_tokens_per_cycle_gate_off": len(proto.frame_kinds(False)),
              "vocab_size": proto.vocab_size, "parameters": dense_parameters(target, proto.vocab_size),
-             "depth": sched.depth}
+             "depth": sched.depth,
+             **({"attention_heads": list(looks.per_layer)} if looks.heads else {})}
     return ModelPlan(s, netlist, proto, sched, target, res.layout, res.pairs, res.names,
                      tuple(tuple(n) for n in neurons), heads, tuple(key_heads), embedding, lm_head,
                      res.needed, inits, memory, stats, res.model_layout, tuple(tuple(o) for o in owners),
-                     res.lifetimes)
+                     res.lifetimes, looks.heads)
 
 
 @dataclass
@@ -495,6 +513,7 @@ class _Shape:
     mems: dict
     write_chunks: list
     tail_lags: dict
+    lookups: frozenset = frozenset()    # ROMs read by attention lookups (no DeltaNet banks)
 
     @classmethod
     def of(cls, netlist: Netlist, proto: TraceProtocol, s: CompileSettings) -> "_Shape":
@@ -520,12 +539,14 @@ class _Shape:
             raise Netlist2TFError(f"{chunk_bits}-bit chunks need DeltaNet value heads of at least "
                                   f"{4 * chunk_bits} dims, not {dv}")
         mems = {m.name: m for m in netlist.memories}
-        word_heads = max([1] + [-(-m.width // piece) for m in netlist.memories if m.write_ports])
+        lookups = frozenset(s.lookup_roms)
+        word_heads = max([1] + [-(-m.width // piece) for m in netlist.memories
+                                if m.write_ports and m.name not in lookups])
         if target is None:
             group = word_heads
         write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
         for m in netlist.memories:
-            if m.read_ports and m.write_ports and -(-m.width // piece) > group:
+            if m.read_ports and m.write_ports and m.name not in lookups and -(-m.width // piece) > group:
                 raise UnsupportedDesignError([Problem(
                     f"memory {m.name} ({m.width}-bit words)", m.src,
                     f"a word needs {-(-m.width // piece)} DeltaNet value heads of {piece} bits under one key "
@@ -542,7 +563,7 @@ class _Shape:
                                       f"its chunk is {lag} tokens before the frame's end, the DeltaNet conv "
                                       f"reaches {kernel - 1}; give it a dirty bit (a double-buffered held group)")
         return cls(target, layers, types, dk, dv, group, piece, word_heads, memory_capacity_slots(dk), kernel,
-                   mems, write_chunks, tail_lags)
+                   mems, write_chunks, tail_lags, lookups)
 
 
 class _MemoryHeads:
@@ -578,8 +599,9 @@ class _MemoryHeads:
         """{(memory, read port): the banks it can address} with key heads of ``group`` value heads."""
         group = self.shape.group if group is None else group
         if group not in self._bank_counts:
-            self._bank_counts[group] = {
-                (m.name, p): len(reachable_banks(m, p, self.bank_layout(m, group).words))
+            self._bank_counts[group] = {     # an attention lookup's read: no banks
+                (m.name, p): 0 if m.name in self.shape.lookups else
+                len(reachable_banks(m, p, self.bank_layout(m, group).words))
                 for m in self.netlist.memories if m.write_ports for p in range(len(m.read_ports))}
         return self._bank_counts[group]
 
@@ -605,6 +627,8 @@ class _MemoryHeads:
             heads[layer] += -(-sum(1 for v in late.values() if v == layer) // group)
         counts = {}
         for key in sorted(sched.read_layer, key=lambda k: (len(sched.read_layers(k)) > 1, k)):
+            if key[0] in self.shape.lookups:
+                continue
             where = [min(layer, layers - 1) for layer in sched.read_layers(key)]
             left, mine = self.port_key_heads(key, group), []
             for i, layer in enumerate(where):
@@ -639,13 +663,37 @@ def _place_reads(netlist: Netlist, proto: TraceProtocol, shape: _Shape, mh: _Mem
     """Step 3: where the memory reads go (it does not depend on the widths: one schedule on unbounded
     ones), balanced over the DeltaNet layers; on a target, reads spread over several layers and
     registers move out of layer 0 where its key heads do not suffice (``spread_reads``,
-    ``late_registers``)."""
+    ``late_registers``). A ROM's attention lookup (``shape.lookups``) makes its layer a
+    full-attention layer: where DeltaNet state is read in the same layer, the lookup waits for the
+    next one (pinned with ``read_after``) and the reads are placed again."""
+    pins: dict = {}
+    while True:
+        mh.late_regs.clear()
+        reads = _place_reads_once(netlist, proto, shape, mh, pins)
+        deltanet = {0} | set(mh.late_regs.values()) | {
+            layer for key in reads.probe.read_layer if key[0] not in shape.lookups
+            for layer in reads.probe.read_layers(key)}
+        clash = {key: layer for key, layer in reads.probe.read_layer.items()
+                 if key[0] in shape.lookups and layer in deltanet}
+        if not clash:
+            return reads
+        for key, layer in clash.items():
+            if layer + 1 >= shape.layers:
+                raise ScheduleError(f"the attention lookup of ROM {key[0]} (read port {key[1]}) finds no "
+                                    f"layer without DeltaNet reads in {shape.layers} layers; use more layers "
+                                    f"or --roms deltanet / ffn")
+            pins[key] = layer + 1
+
+
+def _place_reads_once(netlist: Netlist, proto: TraceProtocol, shape: _Shape, mh: _MemoryHeads,
+                      pins: dict) -> _Reads:
     target, layers, types, dk, dv = shape.target, shape.layers, shape.types, shape.dk, shape.dv
     probe_target = Target(1 << 30, 1 << 30, types, 1, 1, dk, dv, 1, 1, 16,
                           name=target.name if target else f"of {layers} layers")
-    probe = schedule(netlist, probe_target)
+    probe = schedule(netlist, probe_target, read_after=pins or None)
     probe, read_after = balance_reads(netlist, probe, probe_target, mh.heads_of, mh.banks_of(),
-                                      None if target is None else {i for i, t in enumerate(types) if t == LINEAR})
+                                      None if target is None else {i for i, t in enumerate(types) if t == LINEAR},
+                                      pins=pins)
     read_span: dict = {}
     reg_layer: dict = {}
     if target is not None:
@@ -661,9 +709,13 @@ def _place_reads(netlist: Netlist, proto: TraceProtocol, shape: _Shape, mh: _Mem
             probe, read_span = spread_reads(netlist, probe, probe_target, mh.heads_of, mh.port_key_heads, read_after,
                                             target.linear_num_key_heads, reg_layer, read_span)
     group = shape.group
+    looked = {layer for key, layer in probe.read_layer.items() if key[0] in shape.lookups}
     if target is None:                        # DeltaNet only where state is read
-        used = {0} | set(probe.read_layer.values())
+        used = {0} | {layer for key, layer in probe.read_layer.items() if key[0] not in shape.lookups}
         types = tuple(LINEAR if i in used else FULL for i in range(layers))
+    else:                                     # a lookup's layer is full attention
+        types = tuple(FULL if i in looked else t for i, t in enumerate(types))
+    if target is None:
         # Qwen3.5's head counts are global: the value heads per key head that cost the fewest
         # DeltaNet weights per residual channel (2 nk dk + nv (3 dv + 2)), banks sharing key heads
         def cost(g):
@@ -733,6 +785,11 @@ def _residual(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _Rea
     extra("emitbr", sum(len(b) for b in branches))  # a branch's candidates, one slot each
     extra("ep", 1)
     extra("ev", chunk_bits)
+    for mem in sorted(shape.lookups):     # a ROM lookup's key fields (``_lookup_key_neurons``)
+        port = mem_proto[mem]
+        extra(f"rk:{mem}:flag", 1)
+        extra(f"rk:{mem}:addr", 2 * port.addr_width)
+        extra(f"rk:{mem}:data", port.data_width)
     n_pairs = base + sum(len(v) for v in names.values())
     signed = s.bits == "signed"
     # The gadgets are planned in pairs; a signed checkpoint folds them (netlist2tf.weights.signed), so its
@@ -752,6 +809,10 @@ def _ffn_neurons(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _
     layers, layout, pairs, d_of_q, P = shape.layers, res.layout, res.pairs, res.d_of_q, res.P
     owners: list = [[] for _ in range(layers)]
     neurons = lower_logic(netlist, reads.probe, layout, pairs, owners)
+    for mem in sorted(shape.lookups):
+        keys = _lookup_key_neurons(proto, res, mem)
+        owners[0].append((f"(ROM {mem}: lookup keys)", len(neurons[0]), len(neurons[0]) + len(keys)))
+        neurons[0] = neurons[0] + keys
     for layer, nets in enumerate(res.resets):
         if nets:
             owners[layer].append(("(pair resets)", len(neurons[layer]), len(neurons[layer]) + len(nets)))
@@ -805,17 +866,137 @@ def _ffn_neurons(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _
     return neurons, owners
 
 
-def _fit(netlist: Netlist, shape: _Shape, reads: _Reads, res: _Residual, neurons) -> tuple[Target, int]:
+def _write_fields(proto, res: _Residual, mem) -> tuple[list, list, list]:
+    """(enable pair, address pairs, data pairs) of ``mem``'s write port as layer 0 gathers them."""
+    wp = res.mem_proto[mem]
+
+    def field_pairs(kind, idxs):
+        return [res.P(f"wf:{kind}:{j}", i) for j in idxs for i in range(len(proto.chunks_of(kind)[j].bits))]
+    ma = field_pairs(MA, wp.ma)                   # [en, addr bits..., the packed data bits]
+    return ma[0], ma[1:1 + wp.addr_width], ma[1 + wp.addr_width:] + field_pairs(MD, wp.md)
+
+
+def _lookup_key_neurons(proto, res: _Residual, mem) -> list[Neuron]:
+    """Layer 0's FFN neurons that make a ROM lookup's keys (``gadgets.rom_lookup``): at a position
+    whose gathered write fields are committed with the port enabled (the prompt's groups that write
+    the ROM's words; ``TraceProtocol.initial_tokens`` disables the port after the last one), the
+    flag and, per address bit, one of two pairs (bit set / clear) at 1, and the word's bits; 0
+    everywhere else. Each is one AND (a threshold of 2 or 3 bits)."""
+    en, addr, data = _write_fields(proto, res, mem)
+    commit = res.P("commit")[0]
+
+    def gated(lit, out):
+        return Neuron(((lit, 1), (en[0], 1), (commit, 1)), -2, ((out[0], 1), (out[1], -1)))
+    flag = res.P(f"rk:{mem}:flag")
+    out = [Neuron(((en[0], 1), (commit, 1)), -1, ((flag[0], 1), (flag[1], -1)))]
+    for i, (one_ch, zero_ch) in enumerate(addr):
+        out += [gated(one_ch, res.P(f"rk:{mem}:addr", 2 * i)), gated(zero_ch, res.P(f"rk:{mem}:addr", 2 * i + 1))]
+    for j, (bit, _) in enumerate(data):
+        out.append(gated(bit, res.P(f"rk:{mem}:data", j)))
+    return out
+
+
+@dataclass(frozen=True)
+class LookupHead:
+    """One q head of a full-attention layer reading a ROM by ``gadgets.rom_lookup.configure_rom_lookup``
+    (``plan``; the channels as that function takes them, in the pair layout)."""
+    layer: int
+    head: int
+    plan: object                    # gadgets.rom_lookup.RomLookupPlan
+    query: tuple                    # per address bit: (channel of 1, channel of 0), or the constant 0/1
+    key_flag: tuple[int, int]
+    key_bits: tuple                 # per address bit: (set, clear) channels of the gated key, or None
+    values: tuple[int, ...]
+    out_pairs: tuple[tuple[int, int], ...]
+    holds: str = ""
+
+
+@dataclass(frozen=True)
+class _Lookups:
+    """Step 5a's result: the lookup heads and the attention shapes they need (q heads, KV heads,
+    head_dim; q heads used per layer)."""
+    heads: tuple
+    num_heads: int = 1
+    num_kv_heads: int = 1
+    head_dim: int = 16
+    per_layer: tuple = ()
+
+
+def _plan_lookups(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _Reads, res: _Residual) -> _Lookups:
+    """Step 5a: each ROM lookup read (``shape.lookups``) as q heads of its layer's attention: per
+    layer one KV head per ROM and slice of ``head_dim / 2`` word bits (mirrored value dims), the
+    ROM's read ports in that layer as the q heads of its KV group; every lookup planned for the most
+    address bits of any (q_norm/k_norm and the plan are shared). A standalone model takes the first
+    head_dim of ``LOOKUP_HEAD_DIMS`` that holds them, a target its own (ScheduleError if it cannot)."""
+    from netlist2tf.gadgets import RomLookupError, plan_rom_lookup
+
+    reads_at = sorted((layer, key) for key, layer in reads.probe.read_layer.items() if key[0] in shape.lookups)
+    if not reads_at:
+        return _Lookups(())
+    mems, target, layout, pairs = shape.mems, shape.target, res.layout, res.pairs
+    bits = max(max(len(mems[m].read_ports[p].addr), res.mem_proto[m].addr_width) for _, (m, p) in reads_at)
+    dims = (target.head_dim,) if target is not None else LOOKUP_HEAD_DIMS
+    plan, why = None, []
+    for hd in dims:
+        rotary = int(hd * (target.partial_rotary_factor if target is not None else 0.25))
+        try:
+            plan = plan_rom_lookup(hd, rotary, bits)
+            break
+        except RomLookupError as exc:
+            why.append(str(exc))
+    if plan is None:
+        raise ScheduleError(f"the ROM lookups ({bits} address bits) fit no attention head: " + "; ".join(why))
+    hd = plan.head_dim
+    piece = hd // 2
+    by_layer: dict = {}
+    for layer, (m, p) in reads_at:
+        by_layer.setdefault(layer, {}).setdefault(m, []).append(p)
+    nkv = max(sum(-(-mems[m].width // piece) for m in ms) for ms in by_layer.values())
+    group = max(len(ps) for ms in by_layer.values() for ps in ms.values())
+    if target is not None:
+        if nkv > target.num_key_value_heads or group > target.num_attention_heads // target.num_key_value_heads:
+            raise ScheduleError(
+                f"the ROM lookups need {nkv} KV heads of {group} q heads in a layer, the target {target.name} "
+                f"has {target.num_key_value_heads} of {target.num_attention_heads // target.num_key_value_heads}")
+        group = target.num_attention_heads // target.num_key_value_heads
+    heads, per_layer = [], [0] * shape.layers
+    for layer, ms in sorted(by_layer.items()):
+        kv = 0
+        for m in sorted(ms):
+            wp, mm = res.mem_proto[m], mems[m]
+            flag = res.P(f"rk:{m}:flag")
+            key_bits = tuple((res.P(f"rk:{m}:addr", 2 * i)[0], res.P(f"rk:{m}:addr", 2 * i + 1)[0])
+                             for i in range(wp.addr_width))
+            for lo in range(0, mm.width, piece):
+                for q, port in enumerate(ms[m]):
+                    rp = mm.read_ports[port]
+                    query = tuple(1 if n == CONST1 else 0 if n in (CONST0, CONSTX) else layout.pair(pairs[n])
+                                  for n in rp.addr)
+                    span = range(lo, min(lo + piece, mm.width))
+                    heads.append(LookupHead(
+                        layer, kv * group + q, plan, query, flag, key_bits,
+                        tuple(res.P(f"rk:{m}:data", j)[0] for j in span),
+                        tuple(layout.pair(pairs[rp.data[j]]) for j in span),
+                        holds=f"ROM {m} read port {port}: bits {span[0]}-{span[-1]} of its "
+                              f"{mm.size} words (KV head {kv})"))
+                    per_layer[layer] += 1
+                kv += 1
+    return _Lookups(tuple(heads), nkv * group, nkv, hd, tuple(per_layer))
+
+
+def _fit(netlist: Netlist, shape: _Shape, reads: _Reads, res: _Residual, neurons,
+         looks: _Lookups = _Lookups(())) -> tuple[Target, int]:
     """Step 6: (the model's shapes, its FFN width): the design's own, or the target's after checking
     every number against it (ScheduleError listing each one that does not fit)."""
     layers, target, key_heads, group = shape.layers, shape.target, reads.key_heads, reads.group
     intermediate = max(8, max(len(n) for n in neurons))
     if target is None:
-        return Target(res.hidden, intermediate, reads.types, reads.nk, reads.nk * group, shape.dk, shape.dv, 1, 1,
-                      16, name=f"standalone-{layers}"), intermediate
+        return Target(res.hidden, intermediate, reads.types, reads.nk, reads.nk * group, shape.dk, shape.dv,
+                      looks.num_heads, looks.num_kv_heads, looks.head_dim, name=f"standalone-{layers}"), intermediate
+    target = replace(target, layer_types=reads.types)
     problems = target.fits(hidden_channels=res.needed, neurons_per_layer=[len(n) for n in neurons],
                            deltanet_heads_per_layer=[h * group for h in key_heads],
-                           attention_heads_per_layer=[])
+                           attention_heads_per_layer=list(looks.per_layer))
     probe = reads.probe
     crowded = sorted(f"{m}.{p}" for (m, p) in probe.read_layer
                      if any(key_heads[i] > target.linear_num_key_heads for i in probe.read_layers((m, p))))
@@ -866,7 +1047,7 @@ def _when(ands, minus, ors, outs) -> list[Neuron]:
 
 
 def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunks, group, nk, slots, layers,
-                net_name=str, layout_of=None, late_regs=None, counts_of=None):
+                net_name=str, layout_of=None, late_regs=None, counts_of=None, lookups=frozenset()):
     """Every DeltaNet value head: layer 0's (and the register chunks ``late_regs`` reads later),
     then the memory banks' (in the order the writer fills them; key heads numbered per layer as
     they are taken)."""
@@ -945,6 +1126,8 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     # or one bank interleaved over `inter` value heads: the low bits are the selects, the rest the
     # row. A read spanning several DeltaNet layers takes its key heads from each in turn.
     for (mem, port), layer in sorted(sched.read_layer.items()):
+        if mem in lookups:
+            continue                                  # an attention lookup's read: no DeltaNet banks
         mm, wp = mems[mem], mem_proto[mem]
         rp = mm.read_ports[port]
         ma = field_pairs(MA, wp.ma)                   # [en, addr bits..., the packed data bits]

@@ -100,13 +100,16 @@ class Chunk:
 class WritePort:
     """A memory's write port in the frame: its MA chunk indices (enable, address) and MD chunk
     indices (data), and the widths. ``packed``: the word's low bits carried in the last MA chunk's
-    room after the address (a folded port's: protocol "fold"); the MD chunks hold the rest."""
+    room after the address (a folded port's: protocol "fold"); the MD chunks hold the rest.
+    ``lookup``: a ROM read by attention lookups over the prompt (``gadgets.rom_lookup``): its keys must
+    be unique, so the prompt disables the port after its last word (no later commit offers it again)."""
     memory: str
     ma: tuple[int, ...]
     md: tuple[int, ...]
     addr_width: int
     data_width: int
     packed: int = 0
+    lookup: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -574,7 +577,8 @@ class TraceProtocol:
         parity 0 with ``registers`` (state name -> value), then per non-zero word of each memory in
         ``memory`` ({memory name: {address: word}}) its port group and the later ports' groups
         disabled (and the commit chunk when the ports are gated); with no initial words, the last
-        port's group disabled."""
+        port's group disabled. After the last word of a ``lookup`` port, that port's group disabled
+        (and the later ports'), so that no later commit offers its last word as a key again."""
         toks = [self.token(Field(REG, j, 0, v))
                 for j, v in enumerate(self._pack_registers(registers))]
         memory = memory or {}
@@ -592,6 +596,10 @@ class TraceProtocol:
                         toks += self.write_tokens(later.memory, None, 0, frame_parity=1)
                     toks += tail
                     groups += 1
+            if p.lookup and any(memory.get(p.memory, {}).values()):
+                for port in self.ports[i:]:
+                    toks += self.write_tokens(port.memory, None, 0, frame_parity=1)
+                toks += tail
         if self.ports and not groups:      # end on the commit token: the last port's group, disabled
             toks += self.write_tokens(self.ports[-1].memory, None, 0, frame_parity=1) + tail
         return toks
@@ -777,7 +785,8 @@ class TraceProtocol:
                              for n, w in self.register_names],
                "write_ports": [{"memory": p.memory, "ma": list(p.ma), "md": list(p.md),
                                 "addr_width": p.addr_width, "data_width": p.data_width,
-                                **({"packed": p.packed} if p.packed else {})} for p in self.ports],
+                                **({"packed": p.packed} if p.packed else {}),
+                                **({"lookup": True} if p.lookup else {})} for p in self.ports],
                "groups": [{"kind": g.kind, "name": g.name, "gate_net": g.gate, "members": list(g.members),
                            "chunks": [list(k) for k in g.chunks], **({"hold": g.hold} if g.hold else {}),
                            **({"tail": True} if g.tail else {})}
@@ -813,7 +822,8 @@ class TraceProtocol:
                 tuple((str(r["state"]), int(r["width"])) for r in doc["registers"]),
                 chunks(MA), chunks(MD),
                 tuple(WritePort(str(p["memory"]), tuple(p["ma"]), tuple(p["md"]), int(p["addr_width"]),
-                                int(p["data_width"]), int(p.get("packed", 0))) for p in doc["write_ports"]),
+                                int(p["data_width"]), int(p.get("packed", 0)), bool(p.get("lookup", False)))
+                      for p in doc["write_ports"]),
                 tuple(Group(str(g["kind"]), str(g["name"]), int(g["gate_net"]),
                             tuple(str(m) for m in g["members"]),
                             tuple((str(k), int(j)) for k, j in g["chunks"]), str(g.get("hold", "")),

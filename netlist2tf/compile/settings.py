@@ -10,7 +10,7 @@ from netlist2tf.common import Netlist2TFError
 if TYPE_CHECKING:
     from netlist2tf.compile.target import Target
 
-ROM_CHOICES = ("auto", "ffn", "deltanet")
+ROM_CHOICES = ("auto", "ffn", "deltanet", "attention")
 BITS_CHOICES = ("signed", "pairs")
 
 
@@ -32,9 +32,11 @@ class CompileSettings:
     memories whose port's data chunks after the first are emitted only up to the word's highest
     non-zero chunk (protocol.py "fold": exact by construction). A single (GATE, (REGISTER, ...)) is
     taken as one group. ``roms``: how read-only memories are held: ``ffn`` (decoders, rom.py),
-    ``deltanet`` (DeltaNet banks preloaded by the prompt, ``rom.preload``) or ``auto`` (the model
-    with fewer parameters, planned both ways); ``preloaded_roms``: the ROMs held in DeltaNet banks,
-    as ``plan_model`` resolved ``roms`` (None: not resolved yet). ``bits``: how the checkpoint's
+    ``deltanet`` (DeltaNet banks preloaded by the prompt, ``rom.preload``), ``attention`` (attention
+    lookups over the words the prompt wrote, ``gadgets.rom_lookup``) or ``auto`` (the model with fewer
+    parameters, planned every way); ``preloaded_roms``: the ROMs the prompt writes (DeltaNet banks or
+    attention lookups), as ``plan_model`` resolved ``roms`` (None: not resolved yet); ``lookup_roms``:
+    those of them read by attention lookups. ``bits``: how the checkpoint's
     residual stream holds a bit: ``signed`` (one channel, +-1: ``netlist2tf.weights.signed``) or ``pairs``
     (two channels (b, 1 - b), as every gadget is planned)."""
     layers: int = 11
@@ -49,6 +51,7 @@ class CompileSettings:
     roms: str = "auto"
     preloaded_roms: tuple[str, ...] | None = None
     bits: str = "signed"
+    lookup_roms: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.roms not in ROM_CHOICES:
@@ -57,6 +60,10 @@ class CompileSettings:
             raise Netlist2TFError(f"bits {self.bits!r}: choose one of {', '.join(BITS_CHOICES)}")
         if self.preloaded_roms is not None:
             object.__setattr__(self, "preloaded_roms", tuple(self.preloaded_roms))
+        object.__setattr__(self, "lookup_roms", tuple(self.lookup_roms or ()))
+        if set(self.lookup_roms) - set(self.preloaded_roms or ()):
+            raise Netlist2TFError(f"lookup_roms {list(self.lookup_roms)} must be among the preloaded ROMs "
+                                  f"{list(self.preloaded_roms or ())}")
         if self.outputs is not None:
             object.__setattr__(self, "outputs", tuple(self.outputs))
         gated = self.gated or ()
@@ -77,4 +84,5 @@ class CompileSettings:
                 **({"folded_writes": list(self.folded_writes)} if self.folded_writes else {}),
                 "roms": self.roms, "bits": self.bits,
                 **({"preloaded_roms": list(self.preloaded_roms)} if self.preloaded_roms else {}),
+                **({"lookup_roms": list(self.lookup_roms)} if self.lookup_roms else {}),
                 **({"target": {"name": self.target.name, "source": self.target.source}} if self.target else {})}

@@ -1,6 +1,7 @@
 """Gadgets: the exact building blocks the compiler lowers a schedule into, each filling the weights
 of one real transformers module (``ffn_threshold``: FFN neurons; ``deltanet_memory``: DeltaNet
-memories; ``attention_lookup``: attention lookups) on the residual layout of ``layout``."""
+memories; ``attention_lookup``: attention lookups; ``rom_lookup``: a ROM as attention lookups over the
+prompt) on the residual layout of ``layout``."""
 
 from netlist2tf.common.lazy import public
 
@@ -9,4 +10,5 @@ __getattr__, __dir__, __all__ = public(__name__, {
     'ffn_threshold': ('BF16_LIMIT', 'K', 'Neuron', 'boolean_function', 'configure_mlp', 'merge_neurons',
                       'threshold_gate'),
     'layout': ('NORM_WEIGHT', 'ResidualLayout', 'SCALE'),
+    'rom_lookup': ('RomLookupError', 'configure_rom_lookup', 'plan_rom_lookup'),
 })

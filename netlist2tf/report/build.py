@@ -326,6 +326,8 @@ def build_report(plan: ModelPlan, nonzero: int | None = None, design: str | None
             "memory_reads": sorted(f"{m}.{p}" for (m, p) in sched.read_layer if i in sched.read_layers((m, p))),
             "deltanet_value_heads": [{k: v for k, v in h.items() if k != "layer"} for h in heads_out
                                      if h["layer"] == i],
+            **({"attention_heads": [{"head": h.head, "holds": h.holds} for h in plan.lookups if h.layer == i]}
+               if any(h.layer == i for h in plan.lookups) else {}),
             "cells": len({sched.unit_cell[u] for u in units}), "units": len(units),
             "cells_by_source": dict(sorted(groups.items(), key=lambda kv: (-kv[1], kv[0]))),
             "signals": here, "other_neurons": special[i],
@@ -467,6 +469,7 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
     from netlist2tf.compile import memory_capacity_slots, reachable_banks
     from netlist2tf.compile import FLAT_MAX_WORDS, rom_shape, rom_words
     from netlist2tf.compile import unit_cost
+    from netlist2tf.compile import ROM_WAYS
 
     sched = plan.schedule
     slots = memory_capacity_slots(sched.target.linear_key_head_dim)
@@ -474,8 +477,8 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
     choice = plan.stats.get("roms")
     if choice:                      # roms=auto: both ways planned, the one with fewer parameters kept
         ways = "; ".join(f"{w}: {choice[f'{w}_parameters']:,} parameters" if f"{w}_parameters" in choice
-                         else f"{w}: does not fit ({choice[f'{w}_failed']})" for w in ("ffn", "deltanet"))
-        chosen = f" (--roms auto, every ROM planned both ways: {ways})"
+                         else f"{w}: does not fit ({choice[f'{w}_failed']})" for w in ROM_WAYS)
+        chosen = f" (--roms auto, every ROM planned every way, the fewest parameters kept: {ways})"
     else:
         chosen = f" (--roms {plan.settings.roms})"
     group = sched.target.linear_num_value_heads // sched.target.linear_num_key_heads
@@ -492,11 +495,27 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
             entry["origin"] = (f"XOR bank {bank.group(2)} of memory {bank.group(1)}, which has several write "
                                f"ports (multiport.py): written by its port {bank.group(2)} alone, read as "
                                f"the XOR of the banks")
+        looked = m.name in plan.settings.lookup_roms
         if m.name in preloaded:
             entry["write_ports"] = 0
-            entry["origin"] = "read-only memory, preloaded into DeltaNet banks by the prompt" + chosen
+            entry["origin"] = ("read-only memory, read by attention lookups over the words the prompt writes"
+                               if looked else "read-only memory, preloaded into DeltaNet banks by the prompt") + chosen
         for port in range(len(m.read_ports)):
-            if m.name in preloaded and (m.name, port) in sched.read_layer:
+            if looked and (m.name, port) in sched.read_layer:
+                heads = [h for h in plan.lookups if h.holds.startswith(f"ROM {m.name} read port {port}:")]
+                words = len(plan.initial_memory.get(m.name, {}))
+                lp = heads[0].plan
+                entry["read_ports"].append({
+                    "port": port, "lowered_as": "attention lookup over the prompt",
+                    "layers": list(sched.read_layers((m.name, port))),
+                    "attention_heads": [h.head for h in heads],
+                    "why": f"the prompt writes its {words} non-zero words once each (then disables the port), "
+                           f"each a key of {lp.bits} address bits; q head(s) {[h.head for h in heads]} of the "
+                           f"full-attention layer read the word at the port's address, exactly (unique keys: the "
+                           f"match leads every other position by {min(lp.leads()['match_over_non_key'], lp.leads()['non_key_over_nearest_miss']):g} "
+                           f"in float32 and bfloat16 at any length; no DeltaNet heads, no FFN decoder, 0 tokens "
+                           f"per cycle)" + chosen})
+            elif m.name in preloaded and (m.name, port) in sched.read_layer:
                 banks = len(reachable_banks(m, port, slots))
                 words = len(plan.initial_memory.get(m.name, {}))
                 entry["read_ports"].append({

@@ -182,11 +182,15 @@ def render_page(report: dict) -> str:
                         + (f" <i>({_e(', '.join(x['src'] for x in h['signals'] if x['src']))})</i>"
                            if any(x["src"] for x in h["signals"]) else "") + "</li>"
                         for h in p["deltanet_value_heads"])
+        looks = "".join(f"<li>q head {h['head']}: {_e(h['holds'])}</li>" for h in p.get("attention_heads", ()))
         details.append(
             f"<details><summary>layer {p['layer']} ({p['type']}): {len(p['signals'])} signals, "
-            f"{p['ffn_neurons']} FFN neurons, {len(p['deltanet_value_heads'])} value heads</summary>"
+            f"{p['ffn_neurons']} FFN neurons, {len(p['deltanet_value_heads'])} value heads"
+            + (f", {len(p['attention_heads'])} attention heads" if looks else "") + "</summary>"
             f"<h4>FFN rows</h4><ul>{items or '<li>none</li>'}</ul>"
-            + (f"<h4>DeltaNet value heads</h4><ul>{heads}</ul>" if heads else "") + "</details>")
+            + (f"<h4>DeltaNet value heads</h4><ul>{heads}</ul>" if heads else "")
+            + (f"<h4>Attention heads (ROM lookups over the prompt)</h4><ul>{looks}</ul>" if looks else "")
+            + "</details>")
 
     tokens = "".join(f"<tr><td>{_e(k['chunk'])}</td><td>{_e(k['emitted'])}</td><td>{_e(', '.join(k['bits']))}</td></tr>"
                      for k in report["tokens"])

@@ -10,8 +10,9 @@ heads, token rows); ``write_weights`` only writes it into the modules of a fresh
   and write-field heads, then the memory banks (addresses decoded in the head's projection + silu);
 * **FFNs** (``gadgets.ffn_threshold.configure_mlp``): the scheduled logic and, in the last layer, the
   selection of the emitted chunk's bits;
+* **attention lookups** (``gadgets.rom_lookup.configure_rom_lookup``): the ROMs read over the prompt's words;
 * **LM head**: weight 1 on the channels of a token's fields, so the right token wins by at least 1.
-  Layers without state reads are full attention with all-zero weights (silent).
+  Other full-attention layers have all-zero weights (silent).
 
 Every gadget writes pairs; with ``bits="signed"`` (the default) the pair model's weights are then
 folded to one channel per bit (``netlist2tf.weights.signed.fold_state``), the checkpoint's hidden size.
@@ -84,6 +85,11 @@ def write_weights(plan: ModelPlan) -> Compiled:
                              clear=h.clear, write_lag=h.lag, value_lags=[h.lag] * len(h.value_pairs),
                              write_select=h.write_select, read_select=h.read_select,
                              value_pairs=list(h.value_pairs), out_pairs=list(h.out_pairs))
+        for h in plan.lookups:
+            from netlist2tf.gadgets import configure_rom_lookup
+            configure_rom_lookup(m.layers[h.layer].self_attn, h.plan, head=h.head, one=layout.one, query=h.query,
+                                 key_flag=h.key_flag, key_bits=h.key_bits, values=list(h.values),
+                                 out_pairs=list(h.out_pairs))
         emb = m.embed_tokens.weight
         emb[:len(plan.embedding)] = layout.initial_rows(plan.embedding)
         head_w = model.lm_head.weight

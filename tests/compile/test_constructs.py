@@ -127,26 +127,65 @@ def test_preloaded_rom_models_teacher_forced(design, layers, cycles, build_dir, 
         assert checked == cycles * 4 * per_cycle
 
 
+@pytest.mark.parametrize("design, layers, cycles", [
+    ("Rom16x8", 4, 200), pytest.param("Rom1024x16", 4, 300, marks=pytest.mark.slow)])
+def test_attention_rom_models(design, layers, cycles, build_dir, tmp_path):
+    """``--roms attention``: the prompt writes the ROM's words once each, then disables its port;
+    each read port is a q head of a full-attention layer whose keys are those words' addresses
+    (gadgets/rom_lookup.py): no FFN decoder, no DeltaNet bank, no write token in any frame, and the
+    model equal to the simulator, teacher-forced (batch 4) and generated (batch 2), both dtypes."""
+    from netlist2tf.run.verify import verify_model
+    folder, compiled = _compile(design, build_dir, layers, tmp_path, roms="attention")
+    plan = compiled.plan
+    sched = plan.schedule
+    assert plan.settings.preloaded_roms == ("rom",) and plan.settings.lookup_roms == ("rom",)
+    assert not [u for u in sched.cell_layer if sched.unit_cell[u].startswith("memrd:")], "an FFN decoder was built"
+    assert not [h for h in plan.heads if h.holds.startswith("rom ")], "a DeltaNet bank holds the ROM"
+    nports = len(_netlist(design, build_dir).memories[0].read_ports)
+    looked = {sched.read_layer[("rom", p)] for p in range(nports)}
+    assert {plan.target.layer_types[layer] for layer in looked} == {"full_attention"}
+    assert sorted(h.head for h in plan.lookups) == list(range(nports))   # one KV head, a q head per port
+    per_cycle = compiled.stats["generated_tokens_per_cycle"]
+    assert per_cycle == len(plan.protocol.frame_kinds(False)) < len(plan.protocol.generated)
+    table = {"Rom16x8": _table_of(16, 8, 1), "Rom1024x16": _table_of(1024, 16, 7)}[design]
+    assert plan.initial_memory["rom"] == {a: w for a, w in enumerate(table) if w}
+    # the prompt: one enabled group per non-zero word, then the port disabled before anything else commits
+    prompt = plan.protocol.initial_tokens(plan.initial_registers, plan.initial_memory)
+    port = plan.protocol.port("rom")
+    firsts = [f.value & 1 for f in plan.protocol.fields(prompt) if f.kind == "ma" and f.chunk == port.ma[0]]
+    assert firsts == [1] * len(plan.initial_memory["rom"]) + [0]
+    for dtype in (torch.float32, torch.bfloat16):
+        model, protocol, netlist, inits, meta = load_checkpoint(folder, dtype)
+        div, checked = verify_teacher_forced(model, protocol, netlist, inits, cycles, 4, 0,
+                                             meta["initial_memory"], window=512)
+        assert div is None, str(div)
+        assert checked == cycles * 4 * per_cycle
+        div, _ = verify_model(model, protocol, netlist, inits, 60, 2, 1, True, initial_memory=meta["initial_memory"])
+        assert div is None, str(div)
+
+
 def _table_of(n, width, seed):
     from tests.designs.constructs import _table
     return _table(n, width, seed)
 
 
 def test_roms_auto_keeps_the_plan_with_fewer_parameters(build_dir):
-    """``--roms auto`` plans both ways and keeps the smaller model: for the 1,024 x 16 table at 4
+    """``--roms auto`` plans every way and keeps the smallest model: for the 1,024 x 16 table at 4
     layers the two flat decoders (2,048 neurons in one layer) against 32 preloaded banks and the
-    longer vocabulary of a write port's tokens; the figures it records are those of the two plans
-    made on their own. A design without a clock cannot be preloaded: auto falls back to FFN, and
+    longer vocabulary of a write port's tokens, and against attention lookups (a q head per port,
+    and every full-attention layer of the model at the lookups' shapes); the figures it records are
+    those of the plans made on their own. A design without a clock cannot be preloaded: auto falls back to FFN, and
     ``deltanet`` asked for is one error naming the ROM and the fix."""
     from netlist2tf.common.errors import UnsupportedDesignError
     from netlist2tf.compile.plan import CompileSettings, plan_model
     nl = _netlist("Rom1024x16", build_dir)
-    ways = {w: plan_model(nl, CompileSettings(layers=4, roms=w)) for w in ("auto", "ffn", "deltanet")}
+    ways = {w: plan_model(nl, CompileSettings(layers=4, roms=w)) for w in ("auto", "ffn", "deltanet", "attention")}
     assert ways["ffn"].settings.preloaded_roms == () and ways["deltanet"].settings.preloaded_roms == ("rom",)
+    assert ways["attention"].settings.lookup_roms == ("rom",) and not ways["deltanet"].settings.lookup_roms
     rec = ways["auto"].stats["roms"]
-    assert rec["ffn_parameters"] == ways["ffn"].stats["parameters"]
-    assert rec["deltanet_parameters"] == ways["deltanet"].stats["parameters"]
-    best = min(("ffn", "deltanet"), key=lambda w: ways[w].stats["parameters"])
+    for w in ("ffn", "deltanet", "attention"):
+        assert rec[f"{w}_parameters"] == ways[w].stats["parameters"]
+    best = min(("ffn", "deltanet", "attention"), key=lambda w: ways[w].stats["parameters"])
     assert rec["chosen"] == best and ways["auto"].stats["parameters"] == ways[best].stats["parameters"]
     assert ways["auto"].settings.preloaded_roms == ways[best].settings.preloaded_roms
     case = _netlist("CaseRom", build_dir)

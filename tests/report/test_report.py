@@ -156,6 +156,22 @@ def test_report_says_which_way_a_rom_was_held_and_why(build_dir):
     assert port["lowered_as"] == "DeltaNet banks preloaded by the prompt" and port["key_heads"] == 1
     assert port["layers"] == [pre.schedule.read_layer[("rom", 0)]]
     assert f"its {words} non-zero words" in port["why"]
+    assert f"attention: {rec['attention_parameters']:,} parameters" in build_report(auto)["memories"][0][
+        "read_ports"][0]["why"]
+    # --roms attention: the port is a q head of its (full-attention) layer, listed in that layer too
+    look = plan_model(nl, CompileSettings(layers=4, roms="attention"))
+    report = build_report(look)
+    validate_report(report)
+    (rom,) = report["memories"]
+    assert rom["write_ports"] == 0 and "attention lookups" in rom["origin"] and "--roms attention" in rom["origin"]
+    (port,) = rom["read_ports"]
+    layer = look.schedule.read_layer[("rom", 0)]
+    assert port["lowered_as"] == "attention lookup over the prompt" and port["layers"] == [layer]
+    assert port["attention_heads"] == [0] and f"its {words} non-zero words" in port["why"]
+    per = report["per_layer"][layer]
+    assert per["type"] == "full_attention" and per["deltanet_heads"] == 0
+    assert [h["holds"] for h in per["attention_heads"]] == ["ROM rom read port 0: bits 0-7 of its 16 words (KV head 0)"]
+    assert not any("attention_heads" in p for p in report["per_layer"] if p["layer"] != layer)
 
 
 def test_compare_lists_what_an_edit_changed(tmp_path, build_dir, capsys):
