@@ -41,6 +41,7 @@ from cpu.toolchain import compile_c  # noqa: E402
 from cpu.unicorn_ref import run_unicorn  # noqa: E402
 from netlist2tf.merge import make_geometry_base, merge_checkpoints  # noqa: E402
 from netlist2tf.checkpoint import WeightFiles  # noqa: E402
+from netlist2tf.common import Netlist2TFError  # noqa: E402
 
 
 def parameters(folder) -> int:
@@ -64,10 +65,14 @@ def main():
     ap.add_argument("--programs", default="hello,fibonacci,sieve",
                     help="table programs for the fast executor ('' for none: it holds a float32 copy of the merged model)")
     ap.add_argument("--dir", default=None, help="where the folders go (default build/geometry-GEOMETRY-LAYERS)")
+    ap.add_argument("--fetch", default="deltanet", choices=("deltanet", "attention"),
+                    help="cpu build --fetch: attention fetches from the prompt's words (a program that runs code "
+                         "it wrote, the hazard store_into_next_word, is refused: printed as such)")
     args = ap.parse_args()
     torch.set_num_threads(1)
     ram = args.ram_size
-    top = Path(args.dir or ROOT / "build" / f"geometry-{args.geometry}-{args.layers}")
+    top = Path(args.dir or ROOT / "build" / f"geometry-{args.geometry}-{args.layers}"
+               f"{'-fetch-attention' if args.fetch == 'attention' else ''}")
     top.mkdir(parents=True, exist_ok=True)
     cpu, base, merged = top / "cpu", top / "base", top / "merged"
     dtype = getattr(torch, args.dtype)
@@ -75,7 +80,7 @@ def main():
     if not (cpu / "compile.json").is_file():
         t0 = time.perf_counter()
         subprocess.run([sys.executable, "-m", "cpu.cli", "build", args.geometry, "--layers", str(args.layers),
-                        "--ram-size", str(ram), "--out", str(cpu)], check=True, cwd=ROOT)
+                        "--ram-size", str(ram), "--out", str(cpu), "--fetch", args.fetch], check=True, cwd=ROOT)
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1e6
         print(f"cpu build {args.geometry} --layers {args.layers}: {time.perf_counter() - t0:.0f} s, "
               f"peak {peak:.1f} GB", flush=True)
@@ -103,13 +108,21 @@ def main():
               f"final norm: one = {info['final_norm']['one']:g}, scale {info['final_norm']['scale']:g}", flush=True)
 
     images = [load_elf(compile_c(PROGRAMS_BY_NAME["hi"].path, ram_size=ram), ram_size=ram)]
-    images += list(hazard_programs().values())
+    hazards = hazard_programs()
+    smc = hazards.pop("store_into_next_word") if args.fetch == "attention" else None
+    images += list(hazards.values())
     refs = [run_unicorn(img, ram_size=ram) for img in images]
     print("\n| check | result | seconds |\n| --- | --- | ---: |")
+    if smc is not None:
+        try:
+            check_model_batch([smc], ram, dtype=torch.bfloat16, checkpoint=merged)
+            print("| store_into_next_word (runs code it wrote) | ran: the fetch lookup should refuse it | |")
+        except Netlist2TFError as exc:
+            print(f"| store_into_next_word (runs code it wrote) | refused: {str(exc)[:90]}... | |", flush=True)
     for prefix in (0, 50):
         t0 = time.perf_counter()
         res = check_model_batch(images, ram, dtype=torch.bfloat16, checkpoint=merged, text_prefix=prefix)
-        print(f"| hi.c + 4 hazard programs, stock, teacher-forced bfloat16, after {prefix} text tokens | "
+        print(f"| hi.c + {len(hazards)} hazard programs, stock, teacher-forced bfloat16, after {prefix} text tokens | "
               f"{same(res, refs)} | {time.perf_counter() - t0:.0f} |", flush=True)
     for name in [n for n in args.programs.split(",") if n]:
         img = load_elf(compile_c(PROGRAMS_BY_NAME[name].path, ram_size=ram), ram_size=ram)

@@ -39,6 +39,10 @@ class InputError(Netlist2TFError):
     """A command-line input that cannot be used (missing file, unknown engine, bad number)."""
 
 
+FETCH_HELP = ("how the instruction fetch reads the RAM: DeltaNet banks of it, as every read (deltanet, the "
+              "default), or an attention lookup over the words the prompt wrote (attention: one full-attention "
+              "layer instead of the fetch's banks; a program may not run code it wrote: the engine refuses it)")
+
 def load_program(path, ram_size=DEFAULT_RAM_SIZE, compiler=None, opt="-O2", zba=True):
     """The machine image of a .c program (compiled, cached) or an ELF file."""
     from .elf import load_elf
@@ -316,7 +320,8 @@ def _fit_row(target, ram, layers, demand) -> list[str]:
     return [target.name, f"{ram // 1024} KiB", str(layers),
             f"{demand['hidden_channels']:,} of {target.hidden_size:,}",
             f"{max(heads, default=0)} of {target.linear_num_value_heads} ({types.count(LINEAR)} layers)",
-            f"0 of {target.num_attention_heads} ({types.count(FULL)} layer)",
+            f"{max(demand.get('attention_heads_per_layer', ()), default=0)} of {target.num_attention_heads} "
+            f"({types.count(FULL)} layer{'s' if types.count(FULL) != 1 else ''})",
             f"{max(demand['neurons_per_layer'], default=0):,} of {target.intermediate_size:,}",
             f"{demand['parameters'] / 1e9:.2f} G",
             f"+{merged / target.base_parameters():.1%}"]
@@ -346,17 +351,19 @@ def cmd_fit(args) -> int:
             name = target.name
             if args.layers:
                 layers = args.layers
-                demand, problems = fit(t, ram, layers=layers)
+                demand, problems = fit(t, ram, layers=layers, fetch=args.fetch)
             else:
-                layers, demand, problems = fewest_layers(t, ram, start=LAYERS, log=log)
+                layers, demand, problems = fewest_layers(t, ram, start=LAYERS, log=log, fetch=args.fetch)
             if demand:
                 rows.append(_fit_row(target, ram, layers, demand))
                 spread = "; ".join(f"{k} read over layers {v}" for k, v in demand["memory_reads"].items())
                 late = (f"; {demand['late_register_chunks']} register chunks read after layer 0"
                         if demand["late_register_chunks"] else "")
+                looks = (f"; attention heads per layer {demand['attention_heads_per_layer']} (the fetch: a lookup "
+                         f"over the prompt's words)" if any(demand.get("attention_heads_per_layer", ())) else "")
                 note = (f"{name}, {ram // 1024} KiB, {layers} layers: DeltaNet value heads per layer "
                         f"{demand['deltanet_heads_per_layer']}; FFN neurons per layer "
-                        f"{demand['neurons_per_layer']}; {spread}{late}")
+                        f"{demand['neurons_per_layer']}; {spread}{late}{looks}")
             else:
                 bad += 1
                 rows.append([name, f"{ram // 1024} KiB", f"not {layers}" if layers else "none", "", "", "",
@@ -383,7 +390,7 @@ def cmd_build(args) -> int:
     # never an input or a cache; that the folder is new or empty build_on_target says itself
     check_output_folder(args.out, "--out", "checkpoint", force=True, inputs=[t for t in (args.target,) if Path(t).exists()])
     target = Target.from_config_json(args.target, layers=args.layers or LAYERS)
-    folder = build_on_target(target, args.out, args.ram_size or MODEL_RAM_SIZE)
+    folder = build_on_target(target, args.out, args.ram_size or MODEL_RAM_SIZE, fetch=args.fetch)
     print(f"cpu: the CPU ({(args.ram_size or MODEL_RAM_SIZE) // 1024} KiB of RAM) compiled onto {target.name}'s "
           f"shapes in {target.num_layers} layers: {folder} (run programs on it with `cpu run PROGRAM --engine model "
           f"--checkpoint {folder}" + (f" --ram-size {args.ram_size}" if args.ram_size else "") + "`)")
@@ -576,6 +583,7 @@ def build_parser():
                      help="plan exactly N compiled layers (default: the fewest from 11, the model engine's "
                           "count, that hold it: a published geometry's layers hold few DeltaNet heads, so a "
                           "large RAM's reads spread over more of them)")
+    fit.add_argument("--fetch", choices=("deltanet", "attention"), default="deltanet", help=FETCH_HELP)
     fit.set_defaults(func=cmd_fit)
 
     build = sub.add_parser("build", help="compile the CPU onto a Qwen3.5 geometry's shapes (a checkpoint folder)",
@@ -594,6 +602,7 @@ def build_parser():
     build.add_argument("--ram-size", type=_ram_size, default=None,
                        help="RAM size in bytes (default 65536, the model engine's)")
     build.add_argument("--out", type=path_arg, metavar="DIR", required=True, help="a new folder for the checkpoint")
+    build.add_argument("--fetch", choices=("deltanet", "attention"), default="deltanet", help=FETCH_HELP)
     build.set_defaults(func=cmd_build)
     report = sub.add_parser("report", help="the compiled CPU's layer report from hdl/rv32 as it is now (no weights)",
                             description="plan the CPU of hdl/rv32/core.py as the model engine compiles it and write "

@@ -77,6 +77,8 @@ FOLDED_WRITES = ("ram", "regs")
 # flags) instead of two. (The divider's operand was a double-buffered held group while
 # multiplications used it too; now only a division reads it and it is part of the division's group.)
 HELD = (("pc_mid_emit", "", ("pc_mid",)),)
+FETCH_PORT = "ram:0"     # the core's instruction fetch: the RAM's first read port (hdl/rv32/core.py)
+FETCH_CHOICES = ("deltanet", "attention")
 OP_LOAD, OP_STORE = 0x03, 0x23
 PC_SIGNALS = ("pc_lo", "pc_mid", "pc_hi", "pc_oob")   # the pc's registers: its RAM word (low 4 bits, the
 # rest), the bits above, "above"
@@ -163,22 +165,29 @@ def compiler_digest() -> str:
 _BUILT: dict = {}        # (ram size, build folder) -> the checkpoint folder found in this process
 
 
-def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None) -> Path:
+def build_checkpoint(ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None, fetch: str = "deltanet") -> Path:
     """The compiled CPU's checkpoint folder, built if it is not cached yet (found once per process:
-    the key needs the core elaborated and the compiler's sources read, seconds)."""
-    where = (ram_size, str(default_build_dir(build_dir)))
+    the key needs the core elaborated and the compiler's sources read, seconds). ``fetch``: as
+    ``model_settings`` (a checkpoint of its own in the cache)."""
+    where = (ram_size, str(default_build_dir(build_dir)), fetch)
     if where in _BUILT and (_BUILT[where] / "compile.json").is_file():
         return _BUILT[where]
-    _BUILT[where] = _build_checkpoint(ram_size, build_dir, log)
+    _BUILT[where] = _build_checkpoint(ram_size, build_dir, log, fetch)
     return _BUILT[where]
 
 
-def model_settings():
-    """The CompileSettings of the CPU model (the driver's input; part of the cache key)."""
+def model_settings(fetch: str = "deltanet"):
+    """The CompileSettings of the CPU model (the driver's input; part of the cache key). ``fetch``:
+    ``deltanet`` (the fetch port reads DeltaNet banks of the RAM, as every read: the default) or
+    ``attention`` (an attention lookup over the words the prompt wrote: no fetch banks, one
+    full-attention layer; a program must not run code it wrote: ``TraceDecoder`` refuses it)."""
     from netlist2tf.compile import CompileSettings
 
+    if fetch not in FETCH_CHOICES:
+        raise Netlist2TFError(f"fetch {fetch!r}: choose one of {', '.join(FETCH_CHOICES)}")
     return CompileSettings(layers=LAYERS, chunk_bits=CHUNK_BITS, head_dim=KEY_HEAD_DIM, outputs=MODEL_OUTPUTS,
-                           gated=GATED, gated_writes=GATED_WRITES, held=HELD, folded_writes=FOLDED_WRITES)
+                           gated=GATED, gated_writes=GATED_WRITES, held=HELD, folded_writes=FOLDED_WRITES,
+                           lookup_ports=(FETCH_PORT,) if fetch == "attention" else ())
 
 
 def model_protocol(netlist):
@@ -189,12 +198,12 @@ def model_protocol(netlist):
     return trace_protocol(netlist, model_settings())
 
 
-def _build_checkpoint(ram_size, build_dir, log) -> Path:
+def _build_checkpoint(ram_size, build_dir, log, fetch="deltanet") -> Path:
     from netlist2tf.common import cache_lock, drop_kernel_notes
 
     drop_kernel_notes()
     log = log or (lambda msg: print(msg, file=sys.stderr))
-    compile_settings = model_settings()
+    compile_settings = model_settings(fetch)
     settings = {"design": core_design(ram_size), "flow": FLOW, **compile_settings.record()}
     cache = default_build_dir(build_dir) / "cpu-model"
     # the source index: what the checkpoint is made from, as files (no elaboration, no synthesis:
@@ -260,7 +269,8 @@ def _complete(folder: Path) -> bool:
     return (folder / "compile.json").is_file() and (folder / "report" / "report.html").is_file()
 
 
-def build_on_target(target, out, ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None) -> Path:
+def build_on_target(target, out, ram_size: int = MODEL_RAM_SIZE, build_dir=None, log=None,
+                    fetch: str = "deltanet") -> Path:
     """The compiled CPU (the model engine's settings: outputs, gated groups, token plan) planned onto
     ``target``'s shapes (a ``Target``: a published geometry or a Qwen3.5 config, with its layer
     count) and written to the new folder ``out`` (refused if it exists and is not empty: nothing is
@@ -280,7 +290,7 @@ def build_on_target(target, out, ram_size: int = MODEL_RAM_SIZE, build_dir=None,
     drop_kernel_notes()
     log = log or (lambda msg: print(msg, file=sys.stderr))
     result = synthesize(core_design(ram_size), flow=FLOW, build_dir=build_dir)
-    compile_settings = dataclasses.replace(model_settings(), target=target, layers=target.num_layers)
+    compile_settings = dataclasses.replace(model_settings(fetch), target=target, layers=target.num_layers)
     settings = {"design": core_design(ram_size), "flow": FLOW, **compile_settings.record()}
     return _compile_into(out, None, ram_size, result, compile_settings, settings, log)
 
@@ -293,7 +303,7 @@ def _compile_into(folder, key, ram_size, result, compile_settings, settings, log
     from netlist2tf.report import build_report, write_report
 
     if key is not None:                  # the cache: older builds of this design go
-        evict_stale(folder.parent, key, settings["design"])
+        evict_stale(folder.parent, key, settings["design"], settings.get("lookup_ports", ()))
     if compile_settings.target is None:
         log(f"compiling the CPU into {compile_settings.layers} layers (cached afterwards in {folder}; one core, "
             f"five steps) ...")
@@ -321,10 +331,11 @@ def _compile_into(folder, key, ram_size, result, compile_settings, settings, log
     return folder
 
 
-def evict_stale(cache: Path, key: str, design: str):
+def evict_stale(cache: Path, key: str, design: str, lookups=()):
     """Delete the cached checkpoints of ``design`` other than ``key`` (stale: an older netlist,
     compiler or settings; 2 GB and more each), and unreadable ones; keep other designs' (another
-    RAM size), emit's temporary folders and any another process is building (its lock held)."""
+    RAM size), those with other ``lookups`` (the fetch by attention is a model of its own), emit's
+    temporary folders and any another process is building (its lock held)."""
     from netlist2tf.common import cache_lock
 
     for old in sorted(Path(cache).glob("*")):
@@ -335,10 +346,11 @@ def evict_stale(cache: Path, key: str, design: str):
             if not free:                # another process is building it right now
                 continue
             try:
-                cached = json.loads((old / "compile.json").read_text())["settings"]["design"]
+                recorded = json.loads((old / "compile.json").read_text())["settings"]
+                cached = (recorded["design"], list(recorded.get("lookup_ports", ())))
             except (OSError, ValueError, KeyError, TypeError):
                 cached = None
-            if cached in (None, design):
+            if cached in (None, (design, list(lookups))):
                 shutil.rmtree(old, ignore_errors=True)
                 lock.unlink(missing_ok=True)
 
@@ -355,19 +367,20 @@ def compiled_netlist(ram_size: int = MODEL_RAM_SIZE, build_dir=None):
 
 
 def fit(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None, layers: int = LAYERS,
-        netlist=None) -> tuple[dict | None, str]:
+        netlist=None, fetch: str = "deltanet") -> tuple[dict | None, str]:
     """Whether the compiled CPU (``ram_size`` bytes of RAM, the model's settings) fits ``layers``
     layers of ``target``'s shapes (a Qwen3.5 config.json, a checkpoint folder or a published geometry's
     name: netlist2tf.compile.target.geometries): (the plan's demands, "") when it fits, (None, the planner's
     sentences naming every number that does not fit) when not. Plans only (no weights): 2-6 minutes
-    on this machine. ``netlist``: the synthesized core (``fit_netlist``), to plan it several times."""
+    on this machine. ``netlist``: the synthesized core (``fit_netlist``), to plan it several times.
+    ``fetch``: as ``model_settings``."""
     import dataclasses
 
     from netlist2tf.compile import plan_model
     from netlist2tf.compile import Target
 
     t = Target.from_config_json(target, layers=layers)
-    settings = dataclasses.replace(model_settings(), target=t)
+    settings = dataclasses.replace(model_settings(fetch), target=t)
     try:
         return plan_model(netlist or fit_netlist(ram_size, build_dir), settings).fit(), ""
     except Netlist2TFError as exc:
@@ -390,7 +403,7 @@ PROBE_LAYERS = 64       # fewest_layers: a count this large holds any CPU whose 
 
 
 def fewest_layers(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None, start: int = LAYERS,
-                  log=None) -> tuple[int | None, dict | None, str]:
+                  log=None, fetch: str = "deltanet") -> tuple[int | None, dict | None, str]:
     """The fewest compiled layers of ``target``'s shapes that hold the CPU, from ``start`` up:
     (layers, the plan's demands there, "") or, when even ``PROBE_LAYERS`` do not hold it (a
     residual or an FFN too narrow at any depth), (None, None, the planner's sentences). Plans
@@ -403,7 +416,7 @@ def fewest_layers(target: str, ram_size: int = MODEL_RAM_SIZE, build_dir=None, s
 
     def plan(layers):
         log(f"planning {layers} layers")
-        plans[layers] = fit(target, ram_size, build_dir, layers, netlist)
+        plans[layers] = fit(target, ram_size, build_dir, layers, netlist, fetch)
         return plans[layers][0]
 
     if plan(start):
@@ -456,7 +469,7 @@ def checkpoint_ram_size(folder) -> int | None:
 
 
 def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=None, checkpoint=None,
-               executor: str = "stock", text_prefix: int = 0):
+               executor: str = "stock", text_prefix: int = 0, fetch: str = "deltanet"):
     """(model, protocol, netlist, initial registers, meta, folder), loaded once per process.
 
     ``executor``: "stock" (transformers' own forward) or "fast" (netlist2tf.run.fast: the same weights
@@ -468,11 +481,11 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
     trace tokens are numbered after the base's vocabulary and the model chooses among them all).
     ``text_prefix``: a merged checkpoint runs every program after this many base-vocabulary tokens
     (``netlist2tf.merge.merge.text_prefix``: seeded, the same every run); stock transformers then (the fast
-    executor runs only trace-only prompts)."""
+    executor runs only trace-only prompts). ``fetch``: the cached build's (``model_settings``)."""
     from netlist2tf.merge import is_merged, text_prefix_tokens
     from netlist2tf.run import open_checkpoint
 
-    folder = Path(checkpoint) if checkpoint else build_checkpoint(ram_size, build_dir, log)
+    folder = Path(checkpoint) if checkpoint else build_checkpoint(ram_size, build_dir, log, fetch)
     if text_prefix and not is_merged(folder):
         raise Netlist2TFError(f"--text-prefix puts base-vocabulary text before the program's trace: {folder} is "
                               f"not a merged checkpoint (give --checkpoint a folder made by `netlist2tf merge`)")
@@ -500,7 +513,7 @@ def load_model(ram_size: int = MODEL_RAM_SIZE, dtype=None, build_dir=None, log=N
                 raise
             say(f"the cached checkpoint {folder} is damaged ({str(exc).splitlines()[0]}); rebuilding it")
             shutil.rmtree(folder)            # our own cache entry (build_checkpoint made it)
-            folder = build_checkpoint(ram_size, build_dir, log)
+            folder = build_checkpoint(ram_size, build_dir, log, fetch)
             loaded = open_checkpoint(folder, dtype, executor, log=say)[:5]
         _LOADED[key] = (*loaded, folder)
     return _LOADED[key]
@@ -537,7 +550,8 @@ def run_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: int
     from hdl.rv32.core import M_CYCLES     # a division occupies the core up to M_CYCLES cycles, a multiplication 1-2
 
     limit = M_CYCLES * (max_steps + 1) + 2
-    decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace)
+    decoders = [TraceDecoder(netlist, inits, {**meta["initial_memory"], "ram": img.words()}, max_steps, trace,
+                             fetch_image=FETCH_PORT in meta.get("lookup_ports", ()))
                 for img in images]
 
     from netlist2tf.common import Progress
@@ -630,6 +644,11 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
         resume = Path(resume_dir) / f"run-{h.hexdigest()[:16]}.pt"
     t0 = time.perf_counter()
     expected = expected_tokens(protocol, netlist, inits, cycles, len(images), 0, mems, stimulus=stim)
+    fetch_image = FETCH_PORT in meta.get("lookup_ports", ())
+    if fetch_image:       # a program that runs code it wrote is refused before the model is checked
+        for row, mem in enumerate(mems):
+            decode_trace(protocol, TraceDecoder(netlist, inits, mem, max_steps, False, fetch_image=True),
+                         expected[0][row], expected[2][row])
     try:
         div, _ = verify_teacher_forced(model.to(device), protocol, netlist, inits, cycles, len(images), 0,
                                        mems, stimulus=stim, threads=threads, resume=resume, log=log,
@@ -643,7 +662,8 @@ def check_model_batch(images: list, ram_size: int = MODEL_RAM_SIZE, max_steps: i
     prompt_tokens = len(protocol.initial_prompts(inits, mems)[0])
     results = []
     for row, mem in enumerate(mems):
-        r = decode_trace(protocol, TraceDecoder(netlist, inits, mem, max_steps, trace), rows[row], frames[row])
+        r = decode_trace(protocol, TraceDecoder(netlist, inits, mem, max_steps, trace, fetch_image=fetch_image),
+                         rows[row], frames[row])
         r.seconds = seconds
         # generated tokens through the halting frame (a frame's tokens end where the next frame's begin)
         end = frames[row][r.cycles][1] if r.cycles < len(frames[row]) else len(rows[row])
@@ -755,11 +775,14 @@ class TraceDecoder:
     as the prompt writes them. ``feed(frame)`` reads the frame's emitted outputs, the registers' next
     values and the frame's memory write, then applies that write to its mirror of the memory. At most
     ``max_steps`` instructions retire (the next one stops the run with a STEP_LIMIT halt);
-    ``trace=False`` keeps no records.
+    ``trace=False`` keeps no records. ``fetch_image``: the checkpoint fetches instructions from
+    the image the prompt wrote (``--fetch attention``: the fetch port is an attention lookup over the
+    prompt's words); fetching a word a store wrote since is refused with an error (the model would
+    fetch the prompt's word: self-modifying code needs a model with DeltaNet fetch banks).
     """
 
     def __init__(self, netlist, initial_registers: dict, memories: dict, max_steps: int = 1_000_000,
-                 trace: bool = True):
+                 trace: bool = True, fetch_image: bool = False):
         q_name = {n: f"reg:{r.name}" for r in netlist.registers for n in r.q}
         sigs = {s.name: s.bits for s in netlist.signals}
         self.state_bits = {}
@@ -777,6 +800,7 @@ class TraceDecoder:
         self.max_steps, self.trace = max_steps, trace
         self.records, self.console = [], bytearray()
         self.halt, self.retired, self.cycles = None, 0, 0
+        self.fetch_image, self.stored = fetch_image, set()
         from hdl.rv32.core import m_retires    # the core's M unit timing (imported here: Amaranth loads with it)
         self.m_retires = m_retires
 
@@ -801,6 +825,12 @@ class TraceDecoder:
         after = {**self.registers, **frame.registers}
         self.cycles += 1
         pc = self._pc(self.registers)
+        if self.fetch_image and pc >> 2 in self.stored and not self._value(self.registers, "halted"):
+            raise Netlist2TFError(
+                f"the program fetches the word at {pc:#010x}, which it stored to after it was loaded: this "
+                f"checkpoint fetches instructions from the program image its prompt wrote (cpu build --fetch "
+                f"attention), so it cannot run code a program writes; run it on a model with DeltaNet fetch "
+                f"banks (the default)")
         insn = self.mem.get(pc >> 2, 0) if pc >> 2 < self.ram_words else 0
         rs2_value = self._reg((insn >> 20) & 31)
         ram_write = waddr is not None
@@ -842,6 +872,7 @@ class TraceDecoder:
             self.halt = halt_from_port(ports.__getitem__)
         if waddr is not None:
             self.mem[waddr] = wdata
+            self.stored.add(waddr)
         if raddr is not None:
             self.regs[raddr] = rdata
         self.registers = after

@@ -266,9 +266,10 @@ def _settings(args, target):
 
     writes = tuple(n.strip() for n in (args.gated_writes or "").split(",") if n.strip())
     folded = tuple(n.strip() for n in (args.folded_writes or "").split(",") if n.strip())
+    lookups = tuple(n.strip() for n in (getattr(args, "lookup_ports", None) or "").split(",") if n.strip())
     return CompileSettings(layers=args.layers, chunk_bits=args.chunk_bits, head_dim=args.head_dim, target=target,
                            outputs=_kept(args), gated=_gated(args), gated_writes=writes, held=_held(args),
-                           folded_writes=folded, roms=args.roms, bits=args.bits)
+                           folded_writes=folded, roms=args.roms, bits=args.bits, lookup_ports=lookups)
 
 
 def _with_economy(args, netlist, settings, action):
@@ -585,6 +586,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "the words the prompt writes (attention: a full-attention layer's heads, a "
                             "longer prompt), or whichever gives fewer parameters (auto, the default: "
                             "planned every way); the report says which")
+        p.add_argument("--lookup-ports", metavar="MEMORY:PORT,...",
+                       help="read these read ports of written memories by attention lookups over the words "
+                            "the prompt wrote (no DeltaNet banks for them; a promise that the port never reads "
+                            "a word written after the prompt: the model then reads the prompt's word, and "
+                            "verify reports the difference; docs/design/compiler.md 5a)")
         p.add_argument("--bits", choices=("signed", "pairs"), default="signed",
                        help="how the residual stream holds a bit: one channel of +-1 (signed, the "
                             "default: half the hidden size) or the two channels (b, 1 - b) the gadgets "

@@ -134,6 +134,7 @@ def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None,
         folded = compiled.plan.settings.folded_writes if compiled.plan is not None else ()
         preloaded = (compiled.plan.settings.preloaded_roms or ()) if compiled.plan is not None else ()
         lookups = compiled.plan.settings.lookup_roms if compiled.plan is not None else ()
+        lookup_ports = compiled.plan.settings.lookup_ports if compiled.plan is not None else ()
         # The pairs the LM head reads as one-hot flags (at most one is 1 on any position, by the token
         # selection's construction: docs/design/compiler.md): the merge may read them through a binary code.
         emit = compiled.plan.fields.get("emit", ()) if compiled.plan is not None else ()
@@ -151,6 +152,7 @@ def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None,
                 **({"folded_writes": list(folded)} if folded else {}),
                 **({"preloaded_roms": list(preloaded)} if preloaded else {}),
                 **({"lookup_roms": list(lookups)} if lookups else {}),
+                **({"lookup_ports": list(lookup_ports)} if lookup_ports else {}),
                 **({"readout": readout} if readout else {}),
                 "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
@@ -222,7 +224,8 @@ def _derive_trace_side(folder: Path, meta: dict):
                                                           held=meta.get("held", ()),
                                                           folded_writes=meta.get("folded_writes", ()),
                                                           preloaded_roms=meta.get("preloaded_roms", ()),
-                                                          lookup_roms=meta.get("lookup_roms", ())))
+                                                          lookup_roms=meta.get("lookup_roms", ()),
+                                                          lookup_ports=meta.get("lookup_ports", ())))
     except (KeyError, TypeError, ValueError) as exc:
         raise Netlist2TFError(f"{folder}/compile.json lacks or garbles {exc}; write the checkpoint again")
     if derived != protocol:

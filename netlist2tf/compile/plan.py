@@ -99,7 +99,8 @@ class ModelPlan:
                 "layer_types": list(self.target.layer_types), "parameters": s["parameters"],
                 "memory_reads": {f"{m}.{p}": list(self.schedule.read_layers((m, p)))
                                  for m, p in sorted(self.schedule.read_layer)},
-                "late_register_chunks": sum(1 for h in self.heads if h.layer > 0 and " REG chunk " in h.holds)}
+                "late_register_chunks": sum(1 for h in self.heads if h.layer > 0 and " REG chunk " in h.holds),
+                "attention_heads_per_layer": s.get("attention_heads", [0] * self.target.num_layers)}
 
 
 def resolve_groups(netlist: Netlist, gated=(), gated_writes=(), held=(), folded_writes=()) -> tuple[GroupSpec, ...]:
@@ -221,9 +222,9 @@ def trace_protocol(netlist: Netlist, settings: CompileSettings) -> TraceProtocol
     proto = TraceProtocol.from_netlist(netlist, {r.clock for r in netlist.registers}, settings.chunk_bits,
                                        resolve_groups(netlist, settings.gated, writes,
                                                       settings.held, settings.folded_writes))
-    if settings.lookup_roms:
-        proto = replace(proto, ports=tuple(replace(p, lookup=p.memory in settings.lookup_roms)
-                                           for p in proto.ports))
+    looked = set(settings.lookup_roms) | {p.rpartition(":")[0] for p in settings.lookup_ports}
+    if looked:
+        proto = replace(proto, ports=tuple(replace(p, lookup=p.memory in looked) for p in proto.ports))
     return proto
 
 
@@ -456,7 +457,7 @@ def _plan_model(netlist: Netlist, s: CompileSettings) -> ModelPlan:
     reads = _place_reads(netlist, proto, shape, heads_plan)
     res = _residual(netlist, proto, shape, reads, s)
     neurons, owners = _ffn_neurons(netlist, proto, shape, reads, res)
-    looks = _plan_lookups(netlist, proto, shape, reads, res)
+    looks = _plan_lookups(netlist, proto, shape, reads, res, s.lookup_roms)
     target, intermediate = _fit(netlist, shape, reads, res, neurons, looks)
     layers, group = shape.layers, reads.group
     # the reads are placed by the probe's layer types (a lookup's layer was DeltaNet there); the
@@ -513,7 +514,12 @@ class _Shape:
     mems: dict
     write_chunks: list
     tail_lags: dict
-    lookups: frozenset = frozenset()    # ROMs read by attention lookups (no DeltaNet banks)
+    lookups: frozenset = frozenset()    # (memory, read port)s read by attention lookups (no DeltaNet banks)
+
+    @property
+    def lookup_mems(self) -> list:
+        """The memories with a read port read by attention lookups (their writes make the keys)."""
+        return sorted({m for m, _ in self.lookups})
 
     @classmethod
     def of(cls, netlist: Netlist, proto: TraceProtocol, s: CompileSettings) -> "_Shape":
@@ -539,14 +545,22 @@ class _Shape:
             raise Netlist2TFError(f"{chunk_bits}-bit chunks need DeltaNet value heads of at least "
                                   f"{4 * chunk_bits} dims, not {dv}")
         mems = {m.name: m for m in netlist.memories}
-        lookups = frozenset(s.lookup_roms)
+        lookups = frozenset((m.name, p) for m in netlist.memories for p in range(len(m.read_ports))
+                            if m.name in s.lookup_roms or f"{m.name}:{p}" in s.lookup_ports)
+        known = {f"{m.name}:{p}" for m in netlist.memories if m.write_ports for p in range(len(m.read_ports))}
+        unknown = sorted(set(s.lookup_ports) - known)
+        if unknown:
+            raise Netlist2TFError(f"lookup ports {', '.join(unknown)}: not a read port of a written memory of "
+                                  f"{netlist.top} (they are: {', '.join(sorted(known)) or 'none'})")
+        banked = {m for m, p in ((m.name, p) for m in netlist.memories for p in range(len(m.read_ports)))
+                  if (m, p) not in lookups}
         word_heads = max([1] + [-(-m.width // piece) for m in netlist.memories
-                                if m.write_ports and m.name not in lookups])
+                                if m.write_ports and m.name in banked])
         if target is None:
             group = word_heads
         write_chunks = [(MA, c.index) for c in proto.mem_addr] + [(MD, c.index) for c in proto.mem_data]
         for m in netlist.memories:
-            if m.read_ports and m.write_ports and m.name not in lookups and -(-m.width // piece) > group:
+            if m.read_ports and m.write_ports and m.name in banked and -(-m.width // piece) > group:
                 raise UnsupportedDesignError([Problem(
                     f"memory {m.name} ({m.width}-bit words)", m.src,
                     f"a word needs {-(-m.width // piece)} DeltaNet value heads of {piece} bits under one key "
@@ -600,7 +614,7 @@ class _MemoryHeads:
         group = self.shape.group if group is None else group
         if group not in self._bank_counts:
             self._bank_counts[group] = {     # an attention lookup's read: no banks
-                (m.name, p): 0 if m.name in self.shape.lookups else
+                (m.name, p): 0 if (m.name, p) in self.shape.lookups else
                 len(reachable_banks(m, p, self.bank_layout(m, group).words))
                 for m in self.netlist.memories if m.write_ports for p in range(len(m.read_ports))}
         return self._bank_counts[group]
@@ -627,7 +641,7 @@ class _MemoryHeads:
             heads[layer] += -(-sum(1 for v in late.values() if v == layer) // group)
         counts = {}
         for key in sorted(sched.read_layer, key=lambda k: (len(sched.read_layers(k)) > 1, k)):
-            if key[0] in self.shape.lookups:
+            if key in self.shape.lookups:
                 continue
             where = [min(layer, layers - 1) for layer in sched.read_layers(key)]
             left, mine = self.port_key_heads(key, group), []
@@ -670,18 +684,31 @@ def _place_reads(netlist: Netlist, proto: TraceProtocol, shape: _Shape, mh: _Mem
     while True:
         mh.late_regs.clear()
         reads = _place_reads_once(netlist, proto, shape, mh, pins)
-        deltanet = {0} | set(mh.late_regs.values()) | {
-            layer for key in reads.probe.read_layer if key[0] not in shape.lookups
-            for layer in reads.probe.read_layers(key)}
-        clash = {key: layer for key, layer in reads.probe.read_layer.items()
-                 if key[0] in shape.lookups and layer in deltanet}
+        probe = reads.probe
+        fixed = {0} | set(mh.late_regs.values())
+        banked = {key: probe.read_layers(key) for key in probe.read_layer if key not in shape.lookups}
+        clash = {key: layer for key, layer in probe.read_layer.items() if key in shape.lookups
+                 and (layer in fixed or any(layer in where for where in banked.values()))}
         if not clash:
             return reads
+        # first move the DeltaNet reads out of the lookups' layers (a read whose data is needed late
+        # loses nothing), else the lookups wait a layer
+        moved = {key: max(set(where) & set(clash.values())) + 1 for key, where in banked.items()
+                 if set(where) & set(clash.values())}
+        if not set(clash.values()) & fixed and moved:
+            try:
+                mh.late_regs.clear()
+                _place_reads_once(netlist, proto, shape, mh, {**pins, **moved})
+            except ScheduleError:
+                pass
+            else:
+                pins.update(moved)
+                continue
         for key, layer in clash.items():
             if layer + 1 >= shape.layers:
-                raise ScheduleError(f"the attention lookup of ROM {key[0]} (read port {key[1]}) finds no "
-                                    f"layer without DeltaNet reads in {shape.layers} layers; use more layers "
-                                    f"or --roms deltanet / ffn")
+                raise ScheduleError(f"the attention lookup of {key[0]} (read port {key[1]}) finds no layer "
+                                    f"without DeltaNet reads in {shape.layers} layers; use more layers or "
+                                    f"DeltaNet banks for it")
             pins[key] = layer + 1
 
 
@@ -709,9 +736,9 @@ def _place_reads_once(netlist: Netlist, proto: TraceProtocol, shape: _Shape, mh:
             probe, read_span = spread_reads(netlist, probe, probe_target, mh.heads_of, mh.port_key_heads, read_after,
                                             target.linear_num_key_heads, reg_layer, read_span)
     group = shape.group
-    looked = {layer for key, layer in probe.read_layer.items() if key[0] in shape.lookups}
+    looked = {layer for key, layer in probe.read_layer.items() if key in shape.lookups}
     if target is None:                        # DeltaNet only where state is read
-        used = {0} | {layer for key, layer in probe.read_layer.items() if key[0] not in shape.lookups}
+        used = {0} | {layer for key, layer in probe.read_layer.items() if key not in shape.lookups}
         types = tuple(LINEAR if i in used else FULL for i in range(layers))
     else:                                     # a lookup's layer is full attention
         types = tuple(FULL if i in looked else t for i, t in enumerate(types))
@@ -785,7 +812,7 @@ def _residual(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _Rea
     extra("emitbr", sum(len(b) for b in branches))  # a branch's candidates, one slot each
     extra("ep", 1)
     extra("ev", chunk_bits)
-    for mem in sorted(shape.lookups):     # a ROM lookup's key fields (``_lookup_key_neurons``)
+    for mem in shape.lookup_mems:         # a lookup's key fields (``_lookup_key_neurons``)
         port = mem_proto[mem]
         extra(f"rk:{mem}:flag", 1)
         extra(f"rk:{mem}:addr", 2 * port.addr_width)
@@ -809,9 +836,9 @@ def _ffn_neurons(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _
     layers, layout, pairs, d_of_q, P = shape.layers, res.layout, res.pairs, res.d_of_q, res.P
     owners: list = [[] for _ in range(layers)]
     neurons = lower_logic(netlist, reads.probe, layout, pairs, owners)
-    for mem in sorted(shape.lookups):
+    for mem in shape.lookup_mems:
         keys = _lookup_key_neurons(proto, res, mem)
-        owners[0].append((f"(ROM {mem}: lookup keys)", len(neurons[0]), len(neurons[0]) + len(keys)))
+        owners[0].append((f"(lookup keys of {mem})", len(neurons[0]), len(neurons[0]) + len(keys)))
         neurons[0] = neurons[0] + keys
     for layer, nets in enumerate(res.resets):
         if nets:
@@ -922,7 +949,8 @@ class _Lookups:
     per_layer: tuple = ()
 
 
-def _plan_lookups(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _Reads, res: _Residual) -> _Lookups:
+def _plan_lookups(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _Reads, res: _Residual,
+                  roms=()) -> _Lookups:
     """Step 5a: each ROM lookup read (``shape.lookups``) as q heads of its layer's attention: per
     layer one KV head per ROM and slice of ``head_dim / 2`` word bits (mirrored value dims), the
     ROM's read ports in that layer as the q heads of its KV group; every lookup planned for the most
@@ -930,7 +958,7 @@ def _plan_lookups(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: 
     head_dim of ``LOOKUP_HEAD_DIMS`` that holds them, a target its own (ScheduleError if it cannot)."""
     from netlist2tf.gadgets import RomLookupError, plan_rom_lookup
 
-    reads_at = sorted((layer, key) for key, layer in reads.probe.read_layer.items() if key[0] in shape.lookups)
+    reads_at = sorted((layer, key) for key, layer in reads.probe.read_layer.items() if key in shape.lookups)
     if not reads_at:
         return _Lookups(())
     mems, target, layout, pairs = shape.mems, shape.target, res.layout, res.pairs
@@ -977,7 +1005,7 @@ def _plan_lookups(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: 
                         layer, kv * group + q, plan, query, flag, key_bits,
                         tuple(res.P(f"rk:{m}:data", j)[0] for j in span),
                         tuple(layout.pair(pairs[rp.data[j]]) for j in span),
-                        holds=f"ROM {m} read port {port}: bits {span[0]}-{span[-1]} of its "
+                        holds=f"{'ROM ' if m in roms else ''}{m} read port {port}: bits {span[0]}-{span[-1]} of its "
                               f"{mm.size} words (KV head {kv})"))
                     per_layer[layer] += 1
                 kv += 1
@@ -1126,7 +1154,7 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
     # or one bank interleaved over `inter` value heads: the low bits are the selects, the rest the
     # row. A read spanning several DeltaNet layers takes its key heads from each in turn.
     for (mem, port), layer in sorted(sched.read_layer.items()):
-        if mem in lookups:
+        if (mem, port) in lookups:
             continue                                  # an attention lookup's read: no DeltaNet banks
         mm, wp = mems[mem], mem_proto[mem]
         rp = mm.read_ports[port]

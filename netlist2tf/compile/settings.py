@@ -2,6 +2,7 @@
 module of its own, so that a caller that only names the settings (the CPU's checkpoint cache key, a
 checkpoint's trace side) does not load the planner."""
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,7 +37,10 @@ class CompileSettings:
     lookups over the words the prompt wrote, ``gadgets.rom_lookup``) or ``auto`` (the model with fewer
     parameters, planned every way); ``preloaded_roms``: the ROMs the prompt writes (DeltaNet banks or
     attention lookups), as ``plan_model`` resolved ``roms`` (None: not resolved yet); ``lookup_roms``:
-    those of them read by attention lookups. ``bits``: how the checkpoint's
+    those of them read by attention lookups; ``lookup_ports``: read ports ("MEMORY:PORT") of written
+    memories read by attention lookups over the words the prompt wrote (a promise: the port never
+    reads a word written after the prompt; the caller's host keeps it, as ``cpu`` does for the
+    fetch: docs/design/compiler.md section 5a). ``bits``: how the checkpoint's
     residual stream holds a bit: ``signed`` (one channel, +-1: ``netlist2tf.weights.signed``) or ``pairs``
     (two channels (b, 1 - b), as every gadget is planned)."""
     layers: int = 11
@@ -52,6 +56,7 @@ class CompileSettings:
     preloaded_roms: tuple[str, ...] | None = None
     bits: str = "signed"
     lookup_roms: tuple[str, ...] = ()
+    lookup_ports: tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.roms not in ROM_CHOICES:
@@ -61,6 +66,10 @@ class CompileSettings:
         if self.preloaded_roms is not None:
             object.__setattr__(self, "preloaded_roms", tuple(self.preloaded_roms))
         object.__setattr__(self, "lookup_roms", tuple(self.lookup_roms or ()))
+        object.__setattr__(self, "lookup_ports", tuple(self.lookup_ports or ()))
+        bad = [p for p in self.lookup_ports if not re.fullmatch(r".+:\d+", p)]
+        if bad:
+            raise Netlist2TFError(f"lookup ports {bad}: name each as MEMORY:PORT (a read port's number)")
         if set(self.lookup_roms) - set(self.preloaded_roms or ()):
             raise Netlist2TFError(f"lookup_roms {list(self.lookup_roms)} must be among the preloaded ROMs "
                                   f"{list(self.preloaded_roms or ())}")
@@ -85,4 +94,5 @@ class CompileSettings:
                 "roms": self.roms, "bits": self.bits,
                 **({"preloaded_roms": list(self.preloaded_roms)} if self.preloaded_roms else {}),
                 **({"lookup_roms": list(self.lookup_roms)} if self.lookup_roms else {}),
+                **({"lookup_ports": list(self.lookup_ports)} if self.lookup_ports else {}),
                 **({"target": {"name": self.target.name, "source": self.target.source}} if self.target else {})}

@@ -322,10 +322,45 @@ def _separate_channels(layout: ResidualLayout, Db: int) -> _Channels:
 # gate a whole sublayer (an FFN's up, a DeltaNet's decay input a). Their reads of a pair's 1 - b
 # channel are folded into ``one - b``; the b channel (or a signed bit's channel) is then reserved.
 TEXT_ZERO = ("mlp.up_proj.weight", "linear_attn.in_proj_a.weight")
+# A compiled attention layer (a ROM or fetch lookup: gadgets/rom_lookup.py) keeps its keys and values on
+# reserved channels, so a text position offers the key 0 and the value 0 (it scores 0, below every
+# lookup's non-key positions, and adds nothing); its queries may read text (``_text_safe_attention``).
+ATTENTION_TEXT_ZERO = ("self_attn.k_proj.weight", "self_attn.v_proj.weight")
 # The compiled projections that may read channels text carries because the text flag shuts them: a
 # DeltaNet's write strength b (logit <= -128: beta = 0) and output gate z (<= -128: silu(z) == 0, so
 # the head's output is exactly 0 on text), with a flag weight sized from every base token (``_shut``).
 FLAG_SHUT = ("linear_attn.in_proj_b.weight", "linear_attn.in_proj_z.weight")
+
+
+def _text_safe_attention(cpu, i: int, cc: dict, one: int) -> bool:
+    """Whether compiled attention layer ``i`` adds exactly 0 on a text position whatever its queries
+    see there, given keys and values that read 0 on text (``ATTENTION_TEXT_ZERO``): every q head's
+    output gate reads only the constant channel (0 on text: every gate is sigmoid(0) = 0.5), and its
+    value dims come in mirror pairs (equal value rows, opposite output columns), whose halves of the
+    same average cancel exactly (gadgets/attention_lookup.py's mirror dims)."""
+    nh, nkv = cc["num_attention_heads"], cc["num_key_value_heads"]
+    hd = cc.get("head_dim") or cc["hidden_size"] // nh
+    p = f"model.layers.{i}.self_attn."
+    q, v, o = (cpu.get(p + f"{k}_proj.weight").float() for k in "qvo")
+    for h in range(nh):
+        gate = q[h * 2 * hd + hd:(h + 1) * 2 * hd]
+        others = torch.ones(gate.shape[1], dtype=torch.bool)
+        others[one] = False
+        if bool(gate[:, others].any()):
+            return False
+        cols = o[:, h * hd:(h + 1) * hd]
+        vrows = v[(h // (nh // nkv)) * hd:(h // (nh // nkv) + 1) * hd]
+        used = [j for j in range(hd) if bool(cols[:, j].any())]
+        mate = {}
+        for j in used:
+            if j in mate:
+                continue
+            pair = [k for k in used if k != j and k not in mate and torch.equal(cols[:, k], -cols[:, j])
+                    and torch.equal(vrows[k], vrows[j])]
+            if not pair:
+                return False
+            mate[j], mate[pair[0]] = pair[0], j
+    return True
 
 
 def _group_code(head: torch.Tensor, flags: list) -> list:
@@ -369,8 +404,10 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None,
     types = cc["layer_types"]
     attention = [i for i, t in enumerate(types) if t == "full_attention" and any(
         bool(cpu.get(f"model.layers.{i}.self_attn.{p}_proj.weight").any()) for p in "qkvo")]
-    if attention:
-        why.append(f"compiled attention in layer(s) {attention} (a text key could out-score its match)")
+    unsafe = [i for i in attention if not _text_safe_attention(cpu, i, cc, one)]
+    if unsafe:
+        why.append(f"compiled attention in layer(s) {unsafe} whose output on a text position is not provably 0 "
+                   f"(a text key could out-score its match)")
     # What must read 0 on a text position: the LM head, the text-zero projections, and the DeltaNet
     # qkv rows that look back (a trace after text would see the text there through the convolution).
     head = cpu.get("lm_head.weight").float()[:, :P]
@@ -380,7 +417,7 @@ def _shared_channels(cpu, layout: ResidualLayout, cc: dict, base, dtype=None,
     reads = {"lm_head.weight": head.clone()}
     reads["lm_head.weight"][:, coded] = 0
     for i, kind in enumerate(types):
-        for suffix in TEXT_ZERO:
+        for suffix in TEXT_ZERO + (ATTENTION_TEXT_ZERO if i in attention else ()):
             if suffix.startswith("linear_attn") and kind != "linear_attention":
                 continue
             reads[f"model.layers.{i}.{suffix}"] = cpu.get(f"model.layers.{i}.{suffix}").float()[:, :P]
@@ -908,7 +945,7 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
                 state[key] = compiled_norm(t)
                 continue
             state[key] = place(t, axes, key)
-            if ch.layout == "shared" and suffix in TEXT_ZERO:
+            if ch.layout == "shared" and (suffix in TEXT_ZERO or suffix in ATTENTION_TEXT_ZERO):
                 state[key] = folded(state[key], key)
         if kind != "linear_attention":
             continue

@@ -515,6 +515,15 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
                            f"match leads every other position by {min(lp.leads()['match_over_non_key'], lp.leads()['non_key_over_nearest_miss']):g} "
                            f"in float32 and bfloat16 at any length; no DeltaNet heads, no FFN decoder, 0 tokens "
                            f"per cycle)" + chosen})
+            elif f"{m.name}:{port}" in plan.settings.lookup_ports and (m.name, port) in sched.read_layer:
+                heads = [h for h in plan.lookups if h.holds.startswith(f"{m.name} read port {port}:")]
+                entry["read_ports"].append({
+                    "port": port, "lowered_as": "attention lookup over the prompt",
+                    "layers": list(sched.read_layers((m.name, port))),
+                    "attention_heads": [h.head for h in heads],
+                    "why": f"--lookup-ports {m.name}:{port}: the port reads the words as the prompt wrote them "
+                           f"(a promise that it never reads a word written later: the host keeps it); q head(s) "
+                           f"{[h.head for h in heads]} of the full-attention layer, no DeltaNet banks"})
             elif m.name in preloaded and (m.name, port) in sched.read_layer:
                 banks = len(reachable_banks(m, port, slots))
                 words = len(plan.initial_memory.get(m.name, {}))

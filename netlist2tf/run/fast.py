@@ -261,10 +261,11 @@ class FastModel:
             raise FastUnsupported(f"{folder}: hidden_act {cfg.get('hidden_act')!r}; the executor implements silu")
         self.folder, self.config = folder, cfg
         compiled = Path(folder) / "compile.json"
-        lookups = json.loads(compiled.read_text()).get("lookup_roms") if compiled.is_file() else None
+        meta = json.loads(compiled.read_text()) if compiled.is_file() else {}
+        lookups = list(meta.get("lookup_roms", ())) + list(meta.get("lookup_ports", ()))
         if lookups:
-            raise FastUnsupported(f"{folder}: ROM(s) {', '.join(lookups)} are read by attention lookups "
-                                  f"(--roms attention), which the fast executor does not run")
+            raise FastUnsupported(f"{folder}: {', '.join(lookups)} are read by attention lookups "
+                                  f"(--roms attention, --lookup-ports), which the fast executor does not run")
         self.dtype = dtype or getattr(torch, cfg.get("dtype") or cfg.get("torch_dtype") or "float32")
         weights = WeightFiles(folder, "checkpoint", FastUnsupported)
 

@@ -345,7 +345,7 @@ def test_fewest_layers_search(monkeypatch, threshold):
 
     planned = []
 
-    def fake_fit(target, ram_size, build_dir, layers, netlist):
+    def fake_fit(target, ram_size, build_dir, layers, netlist, fetch="deltanet"):
         planned.append(layers)
         ok = threshold is not None and layers >= threshold
         return ({"layers": layers}, "") if ok else (None, f"  - {layers} layers do not fit")

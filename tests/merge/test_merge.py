@@ -690,8 +690,8 @@ def test_a_base_tokenizer_that_cannot_take_the_trace_tokens_is_refused(merged, m
 
 def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, pair_twin, tmp_path):
     """The shared layout's conditions, on the real compiled FIFO with one tensor changed: as compiled
-    it shares; a non-zero compiled attention projection (a text key could out-score a match) makes it
-    refuse, naming why (`auto` then merges side by side); an FFN `up` that reads one more bit reserves
+    it shares; a compiled attention projection that is not a lookup's (its gate reads more than the
+    constant channel: a text query's output is not provably 0) makes it refuse, naming why (`auto` then merges side by side); an FFN `up` that reads one more bit reserves
     that bit's channel (the residual one channel wider): its signed channel, or, compiled as pairs, its
     b channel, the 1 - b read folded into `one - b`, which must be exact in the merged dtype."""
     from netlist2tf.merge.merge import _Checkpoint, _compiled_layout, _shared_channels
@@ -716,7 +716,8 @@ def test_the_shared_layout_is_refused_where_text_could_reach_the_trace(merged, p
         assert shared is not None and why == [] and shared.D < 384 + layout.width * layout.n_pairs
         full = cpu.config["layer_types"].index("full_attention")
         ch, why = changed(cpu, layout, f"model.layers.{full}.self_attn.q_proj.weight", lambda t: t + 1)
-        assert ch is None and why == [f"compiled attention in layer(s) [{full}] (a text key could out-score its match)"]
+        assert ch is None and why == [f"compiled attention in layer(s) [{full}] whose output on a text position is "
+                                      f"not provably 0 (a text key could out-score its match)"]
         bits = [layout.bit(k) for k in range(layout.n_pairs)]
         hi = next(c for c in bits if shared.cmap[c] < shared.n_shared)      # a bit text may see
         read = hi if layout.signed else hi + 1                              # signed: s; pairs: its 1 - b
