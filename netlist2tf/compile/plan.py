@@ -815,7 +815,7 @@ def _residual(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: _Rea
     for mem in shape.lookup_mems:         # a lookup's key fields (``_lookup_key_neurons``)
         port = mem_proto[mem]
         extra(f"rk:{mem}:flag", 1)
-        extra(f"rk:{mem}:addr", 2 * port.addr_width)
+        extra(f"rk:{mem}:addr", port.addr_width)
         extra(f"rk:{mem}:data", port.data_width)
     n_pairs = base + sum(len(v) for v in names.values())
     signed = s.bits == "signed"
@@ -907,8 +907,8 @@ def _lookup_key_neurons(proto, res: _Residual, mem) -> list[Neuron]:
     """Layer 0's FFN neurons that make a ROM lookup's keys (``gadgets.rom_lookup``): at a position
     whose gathered write fields are committed with the port enabled (the prompt's groups that write
     the ROM's words; ``TraceProtocol.initial_tokens`` disables the port after the last one), the
-    flag and, per address bit, one of two pairs (bit set / clear) at 1, and the word's bits; 0
-    everywhere else. Each is one AND (a threshold of 2 or 3 bits)."""
+    flag, the address bits and the word's bits; 0 everywhere else. Each is one AND (a threshold of 2
+    or 3 bits)."""
     en, addr, data = _write_fields(proto, res, mem)
     commit = res.P("commit")[0]
 
@@ -916,8 +916,8 @@ def _lookup_key_neurons(proto, res: _Residual, mem) -> list[Neuron]:
         return Neuron(((lit, 1), (en[0], 1), (commit, 1)), -2, ((out[0], 1), (out[1], -1)))
     flag = res.P(f"rk:{mem}:flag")
     out = [Neuron(((en[0], 1), (commit, 1)), -1, ((flag[0], 1), (flag[1], -1)))]
-    for i, (one_ch, zero_ch) in enumerate(addr):
-        out += [gated(one_ch, res.P(f"rk:{mem}:addr", 2 * i)), gated(zero_ch, res.P(f"rk:{mem}:addr", 2 * i + 1))]
+    for i, (one_ch, _) in enumerate(addr):
+        out.append(gated(one_ch, res.P(f"rk:{mem}:addr", i)))
     for j, (bit, _) in enumerate(data):
         out.append(gated(bit, res.P(f"rk:{mem}:data", j)))
     return out
@@ -932,7 +932,7 @@ class LookupHead:
     plan: object                    # gadgets.rom_lookup.RomLookupPlan
     query: tuple                    # per address bit: (channel of 1, channel of 0), or the constant 0/1
     key_flag: tuple[int, int]
-    key_bits: tuple                 # per address bit: (set, clear) channels of the gated key, or None
+    key_bits: tuple                 # per address bit: the gated key bit's channel, or None
     values: tuple[int, ...]
     out_pairs: tuple[tuple[int, int], ...]
     holds: str = ""
@@ -993,8 +993,7 @@ def _plan_lookups(netlist: Netlist, proto: TraceProtocol, shape: _Shape, reads: 
         for m in sorted(ms):
             wp, mm = res.mem_proto[m], mems[m]
             flag = res.P(f"rk:{m}:flag")
-            key_bits = tuple((res.P(f"rk:{m}:addr", 2 * i)[0], res.P(f"rk:{m}:addr", 2 * i + 1)[0])
-                             for i in range(wp.addr_width))
+            key_bits = tuple(res.P(f"rk:{m}:addr", i)[0] for i in range(wp.addr_width))
             for lo in range(0, mm.width, piece):
                 for q, port in enumerate(ms[m]):
                     rp = mm.read_ports[port]

@@ -5,10 +5,10 @@ of its group reads the word at a read port's address (docs/design/compiler.md se
 Residual conventions (pairs ``(b, 1 - b)`` as everywhere, ``one`` = 1.0 on every active position;
 an ignored position, a merged model's text, has every channel this gadget reads at 0.0):
 
-* a *key position* has the key flag pair at (1, 0) and, for each address bit i, exactly one of
-  ``key_bits[i] = (is_one, is_zero)`` at 1; the word's bits are the channels ``value`` (0/1). Every
-  other position has the flag at (0, 1) and ``key_bits`` and ``value`` all 0 (the compiler computes
-  them in an FFN as ANDs with the flag: ``plan`` section "ROMs as attention lookups");
+* a *key position* has the key flag pair at (1, 0) and, for each address bit i, the channel
+  ``key_bits[i]`` at the bit's value; the word's bits are the channels ``value`` (0/1). Every other
+  position has the flag at (0, 1) and ``key_bits`` and ``value`` all 0 (the compiler computes them in
+  an FFN as ANDs with the flag: ``plan._lookup_key_neurons``);
 * every position queries: ``query[i]`` is the address bit's pair (or the constant 0/1), and the word
   found is added to ``out_pairs`` as ``(+b, -b)``; an address no key offers adds exactly 0.
 * keys are unique: each address is offered by at most one position (the prompt writes every word of
@@ -16,7 +16,7 @@ an ignored position, a merged model's text, has every channel this gadget reads 
 
 Scores (``kappa = gain**2 / (4**m sqrt(head_dim))``, all pre-norm values integers):
 
-* match dims (non-rotary, one per address bit): q ``A (2 a_i - 1)``, k ``A (ka_i - kz_i)``: a key
+* match dims (non-rotary, one per address bit): q ``A (2 a_i - 1)``, k ``A (2 ka_i - flag)``: a key
   whose address differs from the query in j bits scores ``kappa A**2 (n - 2 j)``, a non-key 0 there;
 * the sink dim: q ``Sq`` always, k ``Sk`` on non-keys (``Sq Sk = (n - 1) A**2``): every non-key
   position scores ``kappa (n - 1) A**2`` and carries the value 0;
@@ -198,8 +198,8 @@ def rom_lookup_weights(plan: RomLookupPlan, *, one: int, query, key_flag: tuple[
     ``q`` (2 * head_dim rows: the query, then the output gate), ``k`` and ``v`` (head_dim rows) and
     ``o`` ((channel, dim, weight): the output projection's columns of the head). ``query[i]``: the
     address bit's pair (channel of 1, channel of 0) or the constant 0 / 1 (bits past the port's
-    address: 0); ``key_bits[i]``: the gated pair (channel 1 on a key with bit i set, channel 1 on a
-    key with it clear), or None for a bit every key has clear; ``values``: the gated word bits."""
+    address: 0); ``key_bits[i]``: the gated bit's channel (1 on a key with bit i set), or None for a
+    bit every key has clear; ``values``: the gated word bits."""
     hd = plan.head_dim
     n = plan.bits
     if len(query) > n or len(key_bits) > n:
@@ -219,10 +219,9 @@ def rom_lookup_weights(plan: RomLookupPlan, *, one: int, query, key_flag: tuple[
             q.append((d, one, a if qb else -a))
         else:
             q += [(d, qb[0], a), (d, qb[1], -a)]
-        if kb is None:
-            k.append((d, kf_on, -a))
-        else:
-            k += [(d, kb[0], a), (d, kb[1], -a)]
+        k.append((d, kf_on, -a))           # -A on a key, then +2A where its bit is set: +-A; 0 elsewhere
+        if kb is not None:
+            k.append((d, kb, 2 * a))
     q.append((plan.sink_dim, one, plan.sink_q))
     k.append((plan.sink_dim, kf_off, plan.sink_k))
     q += [(d, one, val) for d, val in plan.q_fill]

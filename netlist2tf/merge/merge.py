@@ -363,6 +363,26 @@ def _text_safe_attention(cpu, i: int, cc: dict, one: int) -> bool:
     return True
 
 
+def _rope_free(cpu, i: int, cc: dict, rotary: int) -> bool:
+    """Whether compiled attention layer ``i``'s scores are the same under any RoPE that rotates the
+    first ``rotary`` dims of a head in pairs (d, d + rotary / 2): on every such pair only the queries or
+    only the keys are non-zero (a lookup's fillers: gadgets/rom_lookup.py), so every rotated product is
+    a product with 0 and the merged model's RoPE (the base's: its theta, its mrope sections) may differ
+    from the compiled config's."""
+    nh, nkv = cc["num_attention_heads"], cc["num_key_value_heads"]
+    hd = cc.get("head_dim") or cc["hidden_size"] // nh
+    p = f"model.layers.{i}.self_attn."
+    q, k = cpu.get(p + "q_proj.weight").float(), cpu.get(p + "k_proj.weight").float()
+    half = rotary // 2
+    for h in range(nh):
+        qh = q[h * 2 * hd:h * 2 * hd + hd]
+        kh = k[(h // (nh // nkv)) * hd:(h // (nh // nkv) + 1) * hd]
+        for d in range(half):
+            if bool(qh[[d, d + half]].any()) and bool(kh[[d, d + half]].any()):
+                return False
+    return True
+
+
 def _group_code(head: torch.Tensor, flags: list) -> list:
     """The one-hot flag channels ``flags`` (a group of the compiler's ``readout.one_hot``: at most one
     of them is 1 on any position) if the LM head ``head`` (its columns the compiled channels) reads
@@ -832,7 +852,9 @@ def merge_checkpoints(compiled_folder, base_folder, out_folder, dtype: torch.dty
     base.check(table, bc)
     cpu_attention = [i for i, t in enumerate(cc["layer_types"]) if t == "full_attention" and any(
         bool(cpu.get(f"model.layers.{i}.self_attn.{p}_proj.weight").any()) for p in "qkvo")]
-    if cpu_attention and cc.get("rope_parameters") != bc.get("rope_parameters"):
+    rotary = int(bc["head_dim"] * (bc.get("rope_parameters") or {}).get("partial_rotary_factor", 1.0))
+    if cpu_attention and cc.get("rope_parameters") != bc.get("rope_parameters") and not all(
+            _rope_free(cpu, i, cc, rotary) for i in cpu_attention):
         raise Netlist2TFError(f"the compiled model's attention layers {cpu_attention} use RoPE "
                               f"{cc.get('rope_parameters')}, the base {bc.get('rope_parameters')}; "
                               f"compile with --target {base_folder}")

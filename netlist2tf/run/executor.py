@@ -42,8 +42,9 @@ _OPS = {1: "silu of a value where it is not saturated", 2: "sigmoid of a value w
         6: "a DeltaNet query with more than two non-zero entries (of head)",
         7: "a mean square that float32 cannot hold exactly",
         8: "a sum that double precision cannot be proved to hold exactly (bits needed beyond 53)",
-        11: "a full-attention layer with a non-zero output projection got non-zero values (v_proj of "
-            "its input, at the entry shown): its output is not provably zero (text before the trace?)"}
+        11: "a full-attention layer whose output is not provably exact here: a silent one (a merged base "
+            "layer) got non-zero values (text before the trace?), or a lookup's softmax is not one-hot (its "
+            "best score shown: a tie of different values, or a key offered twice)"}
 
 _LIBS: dict = {}
 CSRC = Path(__file__).parent / "csrc"
@@ -206,9 +207,15 @@ class Image:
         for L in s["layers"]:
             need(L["n1"], D, "float32")
             need(L["n2"], D, "float32")
-            for k in ("gate_up", "down", "qkv", "z", "ab", "out", "v"):
+            for k in ("gate_up", "down", "qkv", "z", "ab", "out", "v", "aq", "ak", "av", "ao"):
                 if L.get(k):
                     mat(L[k])
+            if L["kind"] == 3:
+                need(L["qn_w"], L["hd"], "float32")
+                need(L["kn_w"], L["hd"], "float32")
+                if L["nh"] % L["nkv"] or L["aq"]["rows"] != 2 * L["nh"] * L["hd"] or \
+                        L["ao"]["cols"] != L["nh"] * L["hd"] or L["ak"]["rows"] != L["nkv"] * L["hd"]:
+                    raise ValueError("a lookup layer's head shapes do not match its matrices")
             if L["kind"] == 1:
                 need(L["conv_w"], L["conv_dim"] * L["K"], "float32")
                 need(L["conv_b"], L["conv_dim"], "float32")
@@ -239,7 +246,10 @@ def _structs():
                         ("v", Mat), ("conv_w", C.c_void_p), ("conv_b", C.c_void_p), ("conv_dim", C.c_int64),
                         ("K", C.c_int64), ("neg_exp_a", C.c_void_p), ("dt_bias", C.c_void_p),
                         ("norm_w", C.c_void_p), ("nk", C.c_int64), ("nv", C.c_int64), ("dk", C.c_int64),
-                        ("dv", C.c_int64), ("live", C.c_void_p), ("n_live", C.c_int64), ("lagged", C.c_void_p)]
+                        ("dv", C.c_int64), ("live", C.c_void_p), ("n_live", C.c_int64), ("lagged", C.c_void_p),
+                        ("aq", Mat), ("ak", Mat), ("av", Mat), ("ao", Mat), ("qn_w", C.c_void_p),
+                        ("kn_w", C.c_void_p), ("nh", C.c_int64), ("nkv", C.c_int64), ("hd", C.c_int64),
+                        ("scaling", C.c_double)]
 
         MeanRsqrt = C.CFUNCTYPE(C.c_float, C.c_double, C.c_int64, C.c_double)
 
@@ -324,6 +334,10 @@ class Kernel:
             L.gate_up, L.down = mat(spec["gate_up"]), mat(spec["down"])
             if spec["kind"] == 2:
                 L.v = mat(spec["v"])
+            elif spec["kind"] == 3:
+                L.aq, L.ak, L.av, L.ao = (mat(spec[f"a{k}"]) for k in "qkvo")
+                L.qn_w, L.kn_w = ptr(spec["qn_w"]), ptr(spec["kn_w"])
+                L.nh, L.nkv, L.hd, L.scaling = spec["nh"], spec["nkv"], spec["hd"], spec["scaling"]
             elif spec["kind"] == 1:
                 L.qkv, L.z, L.ab, L.out = (mat(spec[k]) for k in ("qkv", "z", "ab", "out"))
                 L.conv_w, L.conv_b = ptr(spec["conv_w"]), ptr(spec["conv_b"])

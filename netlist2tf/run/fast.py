@@ -145,6 +145,78 @@ class _SilentAttention:
         return None
 
 
+class _Lookup:
+    """A full-attention layer whose softmax is one-hot at every position: the compiler's lookups
+    (gadgets/rom_lookup.py). Taken only where on every rotary pair of every head only the queries or
+    only the keys are non-zero (``fits``), so RoPE changes no score and is not applied. Per q head the
+    scores against every key seen so far (the state keeps one entry per distinct key and value, with
+    how many positions offered it: it grows with the distinct keys, not with the trace); the winner
+    must lead every other entry by 104 after any rounding of the scores to the dtype (exp(-104) is 0.0
+    in float32) and be offered once, or every entry within that lead must carry 0; the output gate
+    must saturate. Anything else stops the executor (FastInexact: stock transformers runs it)."""
+
+    def __init__(self, index, get, prefix, cfg, dtype):
+        self.index, self.dtype, self.eps = index, dtype, cfg["rms_norm_eps"]
+        self.nh, self.nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        self.hd = cfg.get("head_dim") or cfg["hidden_size"] // self.nh
+        self.q, self.k, self.v, self.o = (_csr(get(prefix + f"{n}_proj.weight")) for n in "qkvo")
+        self.qn_w = 1.0 + get(prefix + "q_norm.weight").float()
+        self.kn_w = 1.0 + get(prefix + "k_norm.weight").float()
+        self.scaling = self.hd ** -0.5
+
+    @staticmethod
+    def fits(get, prefix, cfg) -> bool:
+        nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+        hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
+        rope = cfg.get("rope_parameters") or {}
+        half = int(hd * rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))) // 2
+        q, k = get(prefix + "q_proj.weight"), get(prefix + "k_proj.weight")
+        for h in range(nh):
+            qh, kh = q[h * 2 * hd:h * 2 * hd + hd], k[(h // (nh // nkv)) * hd:(h // (nh // nkv) + 1) * hd]
+            for d in range(half):
+                if bool(qh[[d, d + half]].any()) and bool(kh[[d, d + half]].any()):
+                    return False
+        return True
+
+    def state(self, batch):
+        return [{} for _ in range(batch)]
+
+    def _norm(self, t, w):
+        x = t.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (x * w).to(self.dtype)
+
+    def __call__(self, x, st):
+        hd, group = self.hd, self.nh // self.nkv
+        q, k, v = (_mv(m, x, self.dtype) for m in (self.q, self.k, self.v))
+        out = torch.zeros(x.shape[0], self.nh * hd, dtype=self.dtype)
+        for b, entries in enumerate(st):
+            for g in range(self.nkv):
+                kn, vv = self._norm(k[b, g * hd:(g + 1) * hd], self.kn_w), v[b, g * hd:(g + 1) * hd]
+                key = (g, kn.float().numpy().tobytes(), vv.float().numpy().tobytes())
+                entries[key] = (kn.double(), vv, entries.get(key, (None, None, 0))[2] + 1)
+            for h in range(self.nh):
+                g = h // group
+                gate = q[b, h * 2 * hd + hd:(h + 1) * 2 * hd].float()
+                if bool((gate <= -90).all()):
+                    continue
+                qn = self._norm(q[b, h * 2 * hd:h * 2 * hd + hd], self.qn_w).double()
+                mine = [(float(qn @ kn) * self.scaling, vv, n) for (gg, _, _), (kn, vv, n) in entries.items() if gg == g]
+                best = max(sc for sc, _, _ in mine)
+                near = [(vv, n) for sc, vv, n in mine if best - sc < 104 + 2 ** -7 * (abs(best) + abs(sc)) + 1e-9 * abs(best)]
+                zero = all(not bool(vv.any()) for vv, _ in near)
+                if not zero and (len(near) > 1 or near[0][1] > 1):
+                    raise FastInexact(f"layer {self.index}: attention head {h} is not one-hot here (best score "
+                                      f"{best:g}); run this checkpoint with --executor stock")
+                value = torch.zeros(hd, dtype=self.dtype) if zero else near[0][0]
+                # a value of 0 times any finite gate is 0; elsewhere the gate must saturate
+                if bool(((value != 0) & (gate > -90) & (gate < 18)).any()) or not bool(gate.isfinite().all()):
+                    raise FastInexact(f"layer {self.index}: an output gate of head {h} is not saturated; run "
+                                      f"this checkpoint with --executor stock")
+                out[b, h * hd:(h + 1) * hd] = value * (gate >= 18).to(self.dtype)
+        return _mv(self.o, out, self.dtype)
+
+
 class _DeltaNet:
     """One Qwen3_5GatedDeltaNet layer, recurrent (one position per call)."""
 
@@ -260,12 +332,6 @@ class FastModel:
         if cfg.get("hidden_act", "silu") != "silu":
             raise FastUnsupported(f"{folder}: hidden_act {cfg.get('hidden_act')!r}; the executor implements silu")
         self.folder, self.config = folder, cfg
-        compiled = Path(folder) / "compile.json"
-        meta = json.loads(compiled.read_text()) if compiled.is_file() else {}
-        lookups = list(meta.get("lookup_roms", ())) + list(meta.get("lookup_ports", ()))
-        if lookups:
-            raise FastUnsupported(f"{folder}: {', '.join(lookups)} are read by attention lookups "
-                                  f"(--roms attention, --lookup-ports), which the fast executor does not run")
         self.dtype = dtype or getattr(torch, cfg.get("dtype") or cfg.get("torch_dtype") or "float32")
         weights = WeightFiles(folder, "checkpoint", FastUnsupported)
 
@@ -289,8 +355,12 @@ class FastModel:
                 mixer = _DeltaNet(get, p + "linear_attn.", cfg, self.dtype)
             elif kind == "full_attention":
                 if bool(get(p + "self_attn.o_proj.weight").any()):
-                    # a merged model's base layer: exactly zero while its values are (a trace)
-                    mixer = _SilentAttention(i, _csr(get(p + "self_attn.v_proj.weight")), self.dtype)
+                    if _Lookup.fits(get, p + "self_attn.", cfg):
+                        # the compiler's lookups (ROMs, the CPU's fetch): a softmax one-hot at every position
+                        mixer = _Lookup(i, get, p + "self_attn.", cfg, self.dtype)
+                    else:
+                        # a merged model's base layer: exactly zero while its values are (a trace)
+                        mixer = _SilentAttention(i, _csr(get(p + "self_attn.v_proj.weight")), self.dtype)
                 else:
                     mixer = None                      # silent: its output is exactly zero
                     self.skipped.append(i)
@@ -323,6 +393,8 @@ class FastModel:
             yield mlp.down
             if isinstance(mixer, _DeltaNet):
                 yield from (mixer.qkv, mixer.z, mixer.ab, mixer.out)
+            elif isinstance(mixer, _Lookup):
+                yield from (mixer.q, mixer.k, mixer.v, mixer.o)
             elif mixer is not None:
                 yield mixer.v
 
@@ -331,7 +403,7 @@ class FastModel:
         size: nothing grows with the trace)."""
         if self.kernel is not None:
             return self.kernel.state(batch)
-        return [m.state(batch) if isinstance(m, _DeltaNet) else None for _, m, _ in self.layers]
+        return [m.state(batch) if isinstance(m, (_DeltaNet, _Lookup)) else None for _, m, _ in self.layers]
 
     def state_bytes(self, state) -> int:
         """The state's size in bytes (it does not grow with the trace)."""
@@ -355,7 +427,7 @@ class FastModel:
         for ((n1, n2), mixer, mlp), st in zip(self.layers, state):
             if isinstance(mixer, _SilentAttention):
                 mixer(n1(h), st)              # checks that it adds exactly zero
-            elif mixer is not None:           # DeltaNet (a skipped attention layer adds exactly zero)
+            elif mixer is not None:           # DeltaNet or lookups (a skipped attention layer adds exactly zero)
                 h = h + mixer(n1(h), st)
             h = h + mlp(n2(h))
             if hidden is not None:
@@ -498,12 +570,18 @@ def image_of(fast: "FastModel", tree: bool = True, embedding: str = "auto") -> I
     layers = []
     for i, ((n1, n2), mixer, mlp) in enumerate(fast.layers):
         p = f"L{i}"
-        L = {"kind": 0 if mixer is None else 2 if isinstance(mixer, _SilentAttention) else 1,
+        L = {"kind": 0 if mixer is None else 2 if isinstance(mixer, _SilentAttention) else
+             3 if isinstance(mixer, _Lookup) else 1,
              "n1": f32(f"{p}.n1", n1.scale), "n2": f32(f"{p}.n2", n2.scale),
              "gate_up": mat(f"{p}.gate_up", mlp.gate_up), "down": mat(f"{p}.down", mlp.down),
              "neurons": mlp.neurons}
         if isinstance(mixer, _SilentAttention):
             L["v"] = mat(f"{p}.v", mixer.v)
+        elif isinstance(mixer, _Lookup):
+            L.update({f"a{k}": mat(f"{p}.a{k}", getattr(mixer, k)) for k in "qkvo"})
+            L["qn_w"], L["kn_w"] = f32(f"{p}.qn_w", mixer.qn_w), f32(f"{p}.kn_w", mixer.kn_w)
+            L.update(nh=mixer.nh, nkv=mixer.nkv, hd=mixer.hd, scaling=mixer.scaling)
+            longest.append(mixer.nh * mixer.hd)
         elif mixer is not None:
             L.update({k: mat(f"{p}.{k}", getattr(mixer, k)) for k in ("qkv", "z", "ab", "out")})
             L["conv_w"] = f32(f"{p}.conv_w", mixer.conv_w)

@@ -16,7 +16,7 @@ from tests.gadgets.test_attention_lookup import config, run_module
 
 class Chans:
     """Channel numbers of one lookup's residual: one, the key flag pair, the query pairs, the gated
-    key pairs, the gated word bits and the output pairs."""
+    key bits, the gated word bits and the output pairs."""
 
     def __init__(self, bits, width, const_query=()):
         c = iter(range(10 ** 6))
@@ -25,7 +25,7 @@ class Chans:
         self.flag = (next(c), next(c))
         self.const = dict(const_query)                    # query bit -> constant 0/1
         self.query = [self.const[i] if i in self.const else (next(c), next(c)) for i in range(bits)]
-        self.key = [(next(c), next(c)) for _ in range(bits)]
+        self.key = [next(c) for _ in range(bits)]
         self.values = [next(c) for _ in range(width)]
         self.out = [(next(c), next(c)) for _ in range(width)]
         self.hidden = next(c)
@@ -58,7 +58,7 @@ def _sequence(ch, T, B, seed, keys_before=None, p_ignored=0.1):
                 table[a] = w
                 row[ch.flag[0]] = 1
                 for i in range(n):
-                    row[ch.key[i][0 if (a >> i) & 1 else 1]] = 1
+                    row[ch.key[i]] = (a >> i) & 1
                 for j in range(ch.width):
                     row[ch.values[j]] = (w >> j) & 1
             else:

@@ -69,6 +69,61 @@ def test_every_layer_equals_stock_on_the_example_designs(design, layers, dtype, 
     assert report.positions == ids.numel() and report.layers == len(stock.model.layers) + 1
 
 
+@pytest.fixture(scope="module")
+def rom_lookup(tmp_path_factory, build_dir):
+    """The 16 x 8 ROM of tests/designs/constructs.py held as attention lookups (--roms attention)."""
+    design = f"{Path(__file__).parent.parent}/designs/constructs.py:Rom16x8"
+    result = synthesize(design, "macro", build_dir)
+    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=4, roms="attention"),
+                               prove=False)
+    return emit_checkpoint(compiled, result.json_text, tmp_path_factory.mktemp("fast") / "rom")
+
+
+@pytest.mark.parametrize("dtype,kernel", [(torch.float32, "c"), (torch.bfloat16, "c"), (torch.float32, "torch"),
+                                          (torch.bfloat16, "torch")])
+def test_attention_lookups_equal_stock(dtype, kernel, rom_lookup):
+    """A ROM read by attention (gadgets/rom_lookup.py): the executor's one-hot attention (scores
+    against each distinct key seen, the winner's value) equals the stock forward at every layer of
+    every position, C kernel and torch path, both dtypes; its state holds the distinct keys (the
+    prompt's words and one non-key), not the positions."""
+    from netlist2tf.run.fast import _Lookup
+    stock = load_checkpoint(rom_lookup, dtype)[0]
+    ids = _trace(rom_lookup, 60)
+    fast = FastModel(rom_lookup, dtype, kernel=kernel)
+    assert [type(m).__name__ for _, m, _ in fast.layers].count("_Lookup") == 1
+    report = compare_with_stock(fast, stock, ids)
+    assert report.mismatches == [], report.mismatches[:5]
+    assert report.positions == ids.numel()
+    if kernel == "torch":
+        state = fast.new_state(1)
+        for t in ids[0]:
+            fast.step([int(t)], state)
+        (entries,) = next(st for (_, m, _), st in zip(fast.layers, state) if isinstance(m, _Lookup))
+        words = sum(1 for w in load_checkpoint(rom_lookup)[4]["initial_memory"]["rom"].values() if w)
+        assert words < len(entries) <= words + 3 < ids.shape[1] // 10
+
+
+def test_a_lookup_that_is_not_one_hot_stops_the_executor(rom_lookup, tmp_path):
+    """The same checkpoint with its key scale halved (the match leads the non-keys by 64 < 104: the
+    softmax is not one-hot): the executor refuses it at the first position where it matters, naming
+    the layer, instead of guessing."""
+    from safetensors.torch import load_file, save_file
+
+    from netlist2tf.run.executor import FastInexact
+    folder = tmp_path / "soft"
+    shutil.copytree(rom_lookup, folder)
+    weights = load_file(str(folder / "model.safetensors"))
+    (key,) = [k for k, w in weights.items() if k.endswith("self_attn.k_norm.weight") and bool(w.any())]
+    weights[key] = (weights[key] + 1) / 2 - 1
+    save_file(weights, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    fast = FastModel(folder, torch.float32, kernel="c")
+    ids = _trace(rom_lookup, 20)
+    state = fast.new_state(ids.shape[0])
+    with pytest.raises(FastInexact, match="layer 1"):
+        for t in range(ids.shape[1]):
+            fast.step(ids[:, t], state)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["float32", "bfloat16"])
 def test_every_layer_equals_stock_on_the_alu(dtype, compiled):

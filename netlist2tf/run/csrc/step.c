@@ -61,7 +61,8 @@ typedef struct {                  /* a weight matrix by columns (CSC) */
 
 typedef struct {
     int64_t kind;                 /* 0: silent attention (o_proj all zero: skipped), 1: DeltaNet,
-                                     2: attention checked silent (its values v_proj(x) must be 0) */
+                                     2: attention checked silent (its values v_proj(x) must be 0),
+                                     3: one-hot attention (lookup, below) */
     const float *n1, *n2;         /* 1 + norm weight, float32, D each */
     mat_t gate_up, down;          /* MLP: gate rows, then up rows (neurons each) */
     int64_t neurons;
@@ -78,6 +79,11 @@ typedef struct {
     int64_t n_live;
     const uint8_t *lagged;        /* per channel: a tap other than the last (lag 0) is non-zero; the
                                      others' output depends on the current input only: no window */
+    mat_t aq, ak, av, ao;         /* kind 3 (one-hot attention: compiled lookups): q_proj (query and gate
+                                     rows per head), k_proj, v_proj, o_proj */
+    const float *qn_w, *kn_w;     /* 1 + q_norm / k_norm weight, float32, hd each */
+    int64_t nh, nkv, hd;
+    double scaling;               /* the scores' factor, head_dim ** -0.5 */
 } layer_t;
 
 typedef float (*mean_rsqrt_t)(double sum, int64_t n, double eps);
@@ -135,6 +141,15 @@ typedef struct {
     uint8_t *zdirty;                     /* per value head, scratch */
     uint8_t *written;                    /* per value head: its state was ever written (may be non-zero) */
     prod_t v;                            /* a checked-silent attention layer: v_proj of its input norm */
+    prod_t aq, ak, av, ao;               /* kind 3: the projections */
+    vec_t attn;                          /* kind 3: the gated attention output, nh x hd */
+    float *qn, *kn;                      /* kind 3, scratch: one head's normed query / key */
+    float *ek, *ev;                      /* kind 3: the distinct (KV head, normed key, value) entries seen */
+    int64_t *ecount;                     /* ... how many positions offered each */
+    int32_t *ehead;
+    int64_t n_e, cap_e;
+    int64_t *htab;                       /* open addressing over the entries (index + 1; 0: empty) */
+    int64_t hcap;
 } lrow_t;
 
 typedef struct {
@@ -157,6 +172,7 @@ typedef struct {
     void **blocks;                       /* every allocation, freed by row_free */
     int64_t n_blocks, cap_blocks;
     int64_t bytes;
+    int64_t n_layers;                    /* of L (its kind 3 stores grow: freed by row_free) */
 } row_t;
 
 static void *row_alloc(row_t *r, int64_t n, int64_t size)
@@ -181,6 +197,13 @@ void n2t_row_free(row_t *r)
 {
     if (!r)
         return;
+    for (int64_t i = 0; r->L && i < r->n_layers; i++) {
+        free(r->L[i].ek);
+        free(r->L[i].ev);
+        free(r->L[i].ecount);
+        free(r->L[i].ehead);
+        free(r->L[i].htab);
+    }
     for (int64_t i = 0; i < r->n_blocks; i++)
         free(r->blocks[i]);
     free(r->blocks);
@@ -226,6 +249,7 @@ row_t *n2t_row_new(const model_t *m)
     r->prev_token = -1;
     int ok = vec_init(r, &r->h0, m->D) && norm_init(r, &r->nf, m->D) && prod_init(r, &r->head, &m->head);
     r->L = row_alloc(r, m->n_layers, sizeof(lrow_t));
+    r->n_layers = m->n_layers;
     int64_t nb = (m->V + 63) / 64;
     r->bmax = row_alloc(r, nb, sizeof(float));
     r->bidx = row_alloc(r, nb, sizeof(int32_t));
@@ -254,6 +278,14 @@ row_t *n2t_row_new(const model_t *m)
              vec_init(r, &R->h1, m->D) && vec_init(r, &R->h2, m->D);
         if (ok && L->kind == 2)
             ok = norm_init(r, &R->n1, m->D) && prod_init(r, &R->v, &L->v);
+        if (ok && L->kind == 3) {
+            ok = norm_init(r, &R->n1, m->D) && prod_init(r, &R->aq, &L->aq) && prod_init(r, &R->ak, &L->ak) &&
+                 prod_init(r, &R->av, &L->av) && prod_init(r, &R->ao, &L->ao) &&
+                 vec_init(r, &R->attn, L->nh * L->hd);
+            R->qn = row_alloc(r, L->hd, sizeof(float));
+            R->kn = row_alloc(r, L->hd, sizeof(float));
+            ok = ok && R->qn && R->kn;
+        }
         if (ok && L->kind == 1) {
             const int64_t C = L->conv_dim;
             ok = norm_init(r, &R->n1, m->D) && prod_init(r, &R->qkv, &L->qkv) && prod_init(r, &R->z, &L->z) &&
@@ -933,6 +965,187 @@ static int head(model_t *m, row_t *r, float *logits)
 /* One position of one row: feed ``token``; ``logits`` (V floats) and ``hidden`` ((n_layers + 1) x D:
  * after the embedding and after every layer, the last one normalised, as output_hidden_states) may
  * be NULL. The greedy next token is in r->last (row_last). Returns 0 or a status (m->err_*). */
+/* -- one-hot attention (kind 3: the compiler's lookups, gadgets/rom_lookup.py) ------------------- */
+
+/* Qwen3_5RMSNorm of one head's hd values x (the projection's output in the dtype): torch's float32
+ * x * rsqrt(mean(x^2) + eps) * (1 + w), rounded to the dtype. Its sum of float32 squares must be exact
+ * in float32 in any order: every square exact, all multiples of 2^low, the sum below 2^(low + 24). */
+static int head_norm(model_t *m, int64_t li, const float *x, const float *w, int64_t hd, float *out)
+{
+    double s = 0.0;
+    int32_t lo = 1 << 20, hi = -(1 << 20), l, e;
+    for (int64_t d = 0; d < hd; d++) {
+        const float sq = x[d] * x[d];
+        if ((double)sq != (double)x[d] * (double)x[d])
+            return fail(m, li, E_NORM, (double)x[d]);
+        if (sq != 0.0f) {
+            if (bits_of(sq, &l, &e))
+                return fail(m, li, E_NORM, (double)x[d]);
+            if (l < lo) lo = l;
+        }
+        s += (double)sq;
+    }
+    if (s != 0.0) {
+        if (bits_of((float)s, &l, &hi) || (double)(float)s != s || hi - lo > 24)
+            return fail(m, li, E_NORM, s);
+    }
+    const float r = mean_rsqrt(m, s, hd);
+    for (int64_t d = 0; d < hd; d++)
+        out[d] = rnd((x[d] * r) * w[d], m->bf16);
+    return OK;
+}
+
+static uint64_t entry_hash(int32_t head, const float *k, const float *v, int64_t hd)
+{
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)head;
+    const uint32_t *a = (const uint32_t *)k, *b = (const uint32_t *)v;
+    for (int64_t d = 0; d < hd; d++) {
+        h = (h ^ a[d]) * 0x100000001B3ull;
+        h = (h ^ b[d]) * 0x100000001B3ull;
+    }
+    return h ^ (h >> 29);
+}
+
+/* Add this position's (head, key, value) to the row's entries: a count more for an entry seen before
+ * (equal bits), else a new one. -1 when out of memory. */
+static int64_t remember(row_t *r, lrow_t *R, int32_t head, const float *k, const float *v, int64_t hd)
+{
+    if (2 * (R->n_e + 1) > R->hcap) {                    /* grow the table (and the entries) */
+        const int64_t cap = R->hcap ? 2 * R->hcap : 64;
+        int64_t *t = calloc(cap, sizeof(int64_t));
+        if (!t)
+            return -1;
+        for (int64_t i = 0; i < R->n_e; i++) {
+            uint64_t p = entry_hash(R->ehead[i], R->ek + i * hd, R->ev + i * hd, hd) & (uint64_t)(cap - 1);
+            while (t[p])
+                p = (p + 1) & (uint64_t)(cap - 1);
+            t[p] = i + 1;
+        }
+        free(R->htab);
+        R->htab = t;
+        r->bytes += (cap - R->hcap) * (int64_t)sizeof(int64_t);
+        R->hcap = cap;
+    }
+    if (R->n_e == R->cap_e) {
+        const int64_t cap = R->cap_e ? 2 * R->cap_e : 32;
+        float *ek = realloc(R->ek, cap * hd * sizeof(float));
+        if (ek) R->ek = ek;
+        float *ev = realloc(R->ev, cap * hd * sizeof(float));
+        if (ev) R->ev = ev;
+        int64_t *c = realloc(R->ecount, cap * sizeof(int64_t));
+        if (c) R->ecount = c;
+        int32_t *hh = realloc(R->ehead, cap * sizeof(int32_t));
+        if (hh) R->ehead = hh;
+        if (!ek || !ev || !c || !hh)
+            return -1;
+        r->bytes += (cap - R->cap_e) * (int64_t)(2 * hd * sizeof(float) + sizeof(int64_t) + sizeof(int32_t));
+        R->cap_e = cap;
+    }
+    uint64_t p = entry_hash(head, k, v, hd) & (uint64_t)(R->hcap - 1);
+    while (R->htab[p]) {
+        const int64_t i = R->htab[p] - 1;
+        if (R->ehead[i] == head && !memcmp(R->ek + i * hd, k, hd * sizeof(float)) &&
+            !memcmp(R->ev + i * hd, v, hd * sizeof(float))) {
+            R->ecount[i]++;
+            return i;
+        }
+        p = (p + 1) & (uint64_t)(R->hcap - 1);
+    }
+    const int64_t i = R->n_e++;
+    memcpy(R->ek + i * hd, k, hd * sizeof(float));
+    memcpy(R->ev + i * hd, v, hd * sizeof(float));
+    R->ecount[i] = 1;
+    R->ehead[i] = head;
+    R->htab[p] = i + 1;
+    return i;
+}
+
+/* A full-attention layer whose softmax is provably one-hot at every position (the compiler's lookups:
+ * the image builder checked that on every rotary pair only queries or only keys are non-zero, so RoPE
+ * changes no score and is not applied). Per q head: the scores against every key seen (one entry per
+ * distinct key and value, with its count), scaled; the winner must lead every other entry by 104 after
+ * any rounding of the scores to the dtype (exp(-104) is 0.0 in float32: softmax 1 on it, 0 elsewhere),
+ * and be offered once, or every entry within that lead must carry the value 0 (then the output is 0).
+ * Then the output gate, which must saturate (sigmoid exactly 0 or 1), and o_proj. */
+static int lookup(model_t *m, int64_t li, const layer_t *L, row_t *r, lrow_t *R, const vec_t *x)
+{
+    const int64_t hd = L->hd, nh = L->nh, nkv = L->nkv, group = L->nh / L->nkv;
+    int st;
+    if ((st = product_(m, li, &L->aq, &R->aq, x, 0)) || (st = product_(m, li, &L->ak, &R->ak, x, 0)) ||
+        (st = product_(m, li, &L->av, &R->av, x, 0)))
+        return st;
+    for (int64_t g = 0; g < nkv; g++) {
+        if ((st = head_norm(m, li, R->ak.out.v + g * hd, L->kn_w, hd, R->kn)))
+            return st;
+        if (remember(r, R, (int32_t)g, R->kn, R->av.out.v + g * hd, hd) < 0)
+            return fail(m, li, E_ATTN, -1.0);
+    }
+    for (int64_t h = 0; h < nh; h++) {
+        const int64_t g = h / group;
+        const float *gate = R->aq.out.v + h * 2 * hd + hd;
+        int any = 0;
+        for (int64_t d = 0; d < hd; d++)
+            any |= gate[d] > -90.0f;
+        if (!any) {                   /* every gate shut (an unused head): adds exactly 0 */
+            for (int64_t d = 0; d < hd; d++)
+                set(&R->attn, h * hd + d, 0.0f);
+            continue;
+        }
+        if ((st = head_norm(m, li, R->aq.out.v + h * 2 * hd, L->qn_w, hd, R->qn)))
+            return st;
+        int32_t *nz = m->list;
+        int64_t nn = 0;
+        for (int64_t d = 0; d < hd; d++)
+            if (R->qn[d] != 0.0f)
+                nz[nn++] = (int32_t)d;
+        double best = -INFINITY;
+        int64_t win = -1;
+        for (int64_t e = 0; e < R->n_e; e++) {
+            if (R->ehead[e] != g)
+                continue;
+            const float *k = R->ek + e * hd;
+            double sc = 0.0;
+            for (int64_t t = 0; t < nn; t++)
+                sc += (double)R->qn[nz[t]] * (double)k[nz[t]];
+            sc *= L->scaling;
+            if (sc > best) { best = sc; win = e; }
+        }
+        /* every entry within reach of the best: one offered once, or all of value 0 */
+        int zero_only = 1, others = 0;
+        for (int64_t e = 0; e < R->n_e; e++) {
+            if (R->ehead[e] != g)
+                continue;
+            const float *k = R->ek + e * hd;
+            double sc = 0.0;
+            for (int64_t t = 0; t < nn; t++)
+                sc += (double)R->qn[nz[t]] * (double)k[nz[t]];
+            sc *= L->scaling;
+            if (best - sc < 104.0 + 0x1p-7 * (fabs(best) + fabs(sc)) + 1e-9 * fabs(best)) {
+                const float *v = R->ev + e * hd;
+                for (int64_t d = 0; d < hd; d++)
+                    zero_only &= v[d] == 0.0f;
+                others += e != win;
+            }
+        }
+        if (win < 0 || (!zero_only && (others || R->ecount[win] > 1)))
+            return fail(m, li, E_ATTN, best);
+        const float *v = R->ev + win * hd;
+        for (int64_t d = 0; d < hd; d++) {
+            const float val = zero_only ? 0.0f : v[d];
+            float sg = 1.0f;                 /* a value of 0 times any finite gate is 0 */
+            if (val != 0.0f) {
+                if (gate[d] >= 18.0f) sg = 1.0f;
+                else if (gate[d] <= -90.0f) sg = 0.0f;
+                else return fail(m, li, E_SIGMOID, (double)gate[d]);
+            } else if (!(fabsf(gate[d]) < INFINITY)) {
+                return fail(m, li, E_SIGMOID, (double)gate[d]);
+            }
+            set(&R->attn, h * hd + d, rnd(val * sg, m->bf16));
+        }
+    }
+    return product_(m, li, &L->ao, &R->ao, &R->attn, 0);
+}
+
 static int step(model_t *m, row_t *r, int64_t token, float *logits, float *hidden)
 {
     const int64_t D = m->D;
@@ -977,6 +1190,13 @@ static int step(model_t *m, row_t *r, int64_t token, float *logits, float *hidde
             if ((st = norm(m, li, &R->n1, h, L->n1, D)) || (st = deltanet(m, li, L, R, &R->n1.out)))
                 return st;
             residual(m, &R->h1, h, &R->out.out);
+            h = &R->h1;
+        }
+        if (L->kind == 3) {
+            R->attn.n = 0;
+            if ((st = norm(m, li, &R->n1, h, L->n1, D)) || (st = lookup(m, li, L, r, R, &R->n1.out)))
+                return st;
+            residual(m, &R->h1, h, &R->ao.out);
             h = &R->h1;
         }
         if ((st = norm(m, li, &R->n2, h, L->n2, D)) || (st = mlp(m, li, L, R, &R->n2.out)))
