@@ -62,14 +62,23 @@ def run(image, dtype, how):
     return r, r.seconds
 
 
-def memory_child(steps: int) -> None:
-    """Run a non-halting loop for ``steps`` instructions on the fast executor; print the peak RSS."""
+def memory_child(steps: int, fetch: str = "deltanet") -> None:
+    """Run a non-halting loop for ``steps`` instructions on the fast executor; print the peak RSS.
+    With ``fetch`` attention, the CPU whose fetch is a lookup over the prompt's words, and a loop that
+    also stores a new value every iteration (every store offers a key: the executor's lookup state
+    keeps one entry per distinct key, so it must not grow)."""
     from cpu import asm
     from cpu.machine import Image
-    from cpu.model_engine import run_model_batch
+    from cpu.model_engine import load_model, run_model_batch
 
-    loop = Image.from_words([asm.addi(5, 5, 1), asm.jal(0, -4)])
-    (r,) = run_model_batch([loop], max_steps=steps, trace=False, executor="fast", log=lambda m: None)
+    if fetch == "attention":
+        loop = Image.from_words([asm.addi(5, 5, 1), asm.sw(5, 0, 0x300), asm.jal(0, -8)])
+        folder = load_model(fetch=fetch, executor="fast", log=lambda m: None)[5]
+    else:
+        loop = Image.from_words([asm.addi(5, 5, 1), asm.jal(0, -4)])
+        folder = None
+    (r,) = run_model_batch([loop], max_steps=steps, trace=False, executor="fast", log=lambda m: None,
+                           checkpoint=folder)
     dt = r.seconds
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{r.tokens} {dt:.1f} {peak:.0f}")
@@ -84,13 +93,17 @@ def main():
                     help="peak memory of a loop run for these instruction counts (default 650 and 65000: "
                          "~10 K and ~1 M trace positions)")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--fetch", default="deltanet", choices=("deltanet", "attention"),
+                    help="--memory on the CPU whose fetch is an attention lookup (cpu build --fetch), the loop "
+                         "storing a new value every iteration")
     args = ap.parse_args()
     torch.set_num_threads(1)
     if args.memory_child:
-        memory_child(args.memory_child)
+        memory_child(args.memory_child, args.fetch)
         return
     from cpu.cli import load_program
     from netlist2tf.common import drop_kernel_notes
+
 
     drop_kernel_notes()
     image = load_program(args.program, ram_size=16384)
@@ -117,10 +130,10 @@ def main():
             print(f"{name:9s} {how:22s} {r.tokens:8,d} {dt:8.2f} {r.tokens / dt:9,.1f} "
                   f"{r.instructions / dt:8,.1f} {ratio:>8s}")
     if args.memory is not None:
-        print("fast executor, a loop that does not halt (float32):")
+        print(f"fast executor, a loop that does not halt (float32, --fetch {args.fetch}):")
         for steps in args.memory or (650, 65_000):     # ~10 K and ~1 M trace positions (15 per cycle)
-            out = subprocess.run([sys.executable, __file__, "--memory-child", str(steps)], capture_output=True,
-                                 text=True, check=True).stdout.split()
+            out = subprocess.run([sys.executable, __file__, "--memory-child", str(steps), "--fetch", args.fetch],
+                                 capture_output=True, text=True, check=True).stdout.split()
             tokens, seconds, peak = int(out[0]), float(out[1]), float(out[2])
             print(f"  {tokens:>9,d} generated tokens in {seconds:7.1f} s ({tokens / seconds:,.0f} tokens/s), "
                   f"peak RSS {peak:,.0f} MB")

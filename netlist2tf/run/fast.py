@@ -149,8 +149,9 @@ class _Lookup:
     """A full-attention layer whose softmax is one-hot at every position: the compiler's lookups
     (gadgets/rom_lookup.py). Taken only where on every rotary pair of every head only the queries or
     only the keys are non-zero (``fits``), so RoPE changes no score and is not applied. Per q head the
-    scores against every key seen so far (the state keeps one entry per distinct key and value, with
-    how many positions offered it: it grows with the distinct keys, not with the trace); the winner
+    scores against every distinct key seen so far (the state keeps one entry per distinct key: the
+    value first offered with it, how many positions offered it and whether their values differed; it
+    grows with the distinct keys, a lookup's addresses, not with the trace); the winner
     must lead every other entry by 104 after any rounding of the scores to the dtype (exp(-104) is 0.0
     in float32) and be offered once, or every entry within that lead must carry 0; the output gate
     must saturate. Anything else stops the executor (FastInexact: stock transformers runs it)."""
@@ -193,19 +194,25 @@ class _Lookup:
         for b, entries in enumerate(st):
             for g in range(self.nkv):
                 kn, vv = self._norm(k[b, g * hd:(g + 1) * hd], self.kn_w), v[b, g * hd:(g + 1) * hd]
-                key = (g, kn.float().numpy().tobytes(), vv.float().numpy().tobytes())
-                entries[key] = (kn.double(), vv, entries.get(key, (None, None, 0))[2] + 1)
+                key = (g, kn.float().numpy().tobytes())
+                if key in entries:              # one entry per distinct key: its first value, count, mixed
+                    first, n, mixed = entries[key][1:]
+                    entries[key] = (kn.double(), first, n + 1, mixed or not torch.equal(first, vv))
+                else:
+                    entries[key] = (kn.double(), vv, 1, False)
             for h in range(self.nh):
                 g = h // group
                 gate = q[b, h * 2 * hd + hd:(h + 1) * 2 * hd].float()
                 if bool((gate <= -90).all()):
                     continue
                 qn = self._norm(q[b, h * 2 * hd:h * 2 * hd + hd], self.qn_w).double()
-                mine = [(float(qn @ kn) * self.scaling, vv, n) for (gg, _, _), (kn, vv, n) in entries.items() if gg == g]
-                best = max(sc for sc, _, _ in mine)
-                near = [(vv, n) for sc, vv, n in mine if best - sc < 104 + 2 ** -7 * (abs(best) + abs(sc)) + 1e-9 * abs(best)]
-                zero = all(not bool(vv.any()) for vv, _ in near)
-                if not zero and (len(near) > 1 or near[0][1] > 1):
+                mine = [(float(qn @ kn) * self.scaling, vv, n, mx) for (gg, _), (kn, vv, n, mx) in entries.items()
+                        if gg == g]
+                best = max(sc for sc, _, _, _ in mine)
+                near = [(vv, n, mx) for sc, vv, n, mx in mine
+                        if best - sc < 104 + 2 ** -7 * (abs(best) + abs(sc)) + 1e-9 * abs(best)]
+                zero = all(not bool(vv.any()) and not mx for vv, _, mx in near)
+                if not zero and (len(near) > 1 or near[0][1] > 1 or near[0][2]):
                     raise FastInexact(f"layer {self.index}: attention head {h} is not one-hot here (best score "
                                       f"{best:g}); run this checkpoint with --executor stock")
                 value = torch.zeros(hd, dtype=self.dtype) if zero else near[0][0]

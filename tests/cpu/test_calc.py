@@ -185,7 +185,9 @@ def _long_run():
 
 @pytest.mark.parametrize("engine", ["unicorn", "netlist",
                                     pytest.param("model-fast", marks=pytest.mark.xdist_group("cpu-model")),
-                                    pytest.param("model-stock", marks=pytest.mark.xdist_group("cpu-model"))])
+                                    # stock transformers stopped while it feeds the prompt: ~50 s, slow
+                                    pytest.param("model-stock", marks=[pytest.mark.xdist_group("cpu-model"),
+                                                                       pytest.mark.slow])])
 def test_time_limit_stops_the_engine(engine):
     """A run given a wall-clock limit (what a chat's tool call gets) stops in the middle: 3^2000/3^1000
     runs 1,007,988 instructions; stopped after 1 s, every engine has retired a prefix of unicorn's

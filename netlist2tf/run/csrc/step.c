@@ -144,8 +144,10 @@ typedef struct {
     prod_t aq, ak, av, ao;               /* kind 3: the projections */
     vec_t attn;                          /* kind 3: the gated attention output, nh x hd */
     float *qn, *kn;                      /* kind 3, scratch: one head's normed query / key */
-    float *ek, *ev;                      /* kind 3: the distinct (KV head, normed key, value) entries seen */
-    int64_t *ecount;                     /* ... how many positions offered each */
+    float *ek, *ev;                      /* kind 3: per distinct (KV head, normed key) seen: the key, the
+                                            value first offered with it */
+    int64_t *ecount;                     /* ... how many positions offered it */
+    uint8_t *emixed;                     /* ... 1 where they offered different values */
     int32_t *ehead;
     int64_t n_e, cap_e;
     int64_t *htab;                       /* open addressing over the entries (index + 1; 0: empty) */
@@ -201,6 +203,7 @@ void n2t_row_free(row_t *r)
         free(r->L[i].ek);
         free(r->L[i].ev);
         free(r->L[i].ecount);
+        free(r->L[i].emixed);
         free(r->L[i].ehead);
         free(r->L[i].htab);
     }
@@ -995,19 +998,20 @@ static int head_norm(model_t *m, int64_t li, const float *x, const float *w, int
     return OK;
 }
 
-static uint64_t entry_hash(int32_t head, const float *k, const float *v, int64_t hd)
+static uint64_t entry_hash(int32_t head, const float *k, int64_t hd)
 {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)head;
-    const uint32_t *a = (const uint32_t *)k, *b = (const uint32_t *)v;
-    for (int64_t d = 0; d < hd; d++) {
+    const uint32_t *a = (const uint32_t *)k;
+    for (int64_t d = 0; d < hd; d++)
         h = (h ^ a[d]) * 0x100000001B3ull;
-        h = (h ^ b[d]) * 0x100000001B3ull;
-    }
     return h ^ (h >> 29);
 }
 
-/* Add this position's (head, key, value) to the row's entries: a count more for an entry seen before
- * (equal bits), else a new one. -1 when out of memory. */
+/* Add this position's (head, key, value) to the row's entries: one entry per distinct key (equal
+ * bits), with the value first offered, how many positions offered the key and whether their values
+ * differed; so the state grows with the distinct keys (a lookup's addresses), not with the trace.
+ * Positions with one key score alike, so a key that wins is exact only if offered once, or if every
+ * value offered with it is 0 (``lookup``). -1 when out of memory. */
 static int64_t remember(row_t *r, lrow_t *R, int32_t head, const float *k, const float *v, int64_t hd)
 {
     if (2 * (R->n_e + 1) > R->hcap) {                    /* grow the table (and the entries) */
@@ -1016,7 +1020,7 @@ static int64_t remember(row_t *r, lrow_t *R, int32_t head, const float *k, const
         if (!t)
             return -1;
         for (int64_t i = 0; i < R->n_e; i++) {
-            uint64_t p = entry_hash(R->ehead[i], R->ek + i * hd, R->ev + i * hd, hd) & (uint64_t)(cap - 1);
+            uint64_t p = entry_hash(R->ehead[i], R->ek + i * hd, hd) & (uint64_t)(cap - 1);
             while (t[p])
                 p = (p + 1) & (uint64_t)(cap - 1);
             t[p] = i + 1;
@@ -1036,17 +1040,19 @@ static int64_t remember(row_t *r, lrow_t *R, int32_t head, const float *k, const
         if (c) R->ecount = c;
         int32_t *hh = realloc(R->ehead, cap * sizeof(int32_t));
         if (hh) R->ehead = hh;
-        if (!ek || !ev || !c || !hh)
+        uint8_t *mx = realloc(R->emixed, cap);
+        if (mx) R->emixed = mx;
+        if (!ek || !ev || !c || !hh || !mx)
             return -1;
-        r->bytes += (cap - R->cap_e) * (int64_t)(2 * hd * sizeof(float) + sizeof(int64_t) + sizeof(int32_t));
+        r->bytes += (cap - R->cap_e) * (int64_t)(2 * hd * sizeof(float) + sizeof(int64_t) + sizeof(int32_t) + 1);
         R->cap_e = cap;
     }
-    uint64_t p = entry_hash(head, k, v, hd) & (uint64_t)(R->hcap - 1);
+    uint64_t p = entry_hash(head, k, hd) & (uint64_t)(R->hcap - 1);
     while (R->htab[p]) {
         const int64_t i = R->htab[p] - 1;
-        if (R->ehead[i] == head && !memcmp(R->ek + i * hd, k, hd * sizeof(float)) &&
-            !memcmp(R->ev + i * hd, v, hd * sizeof(float))) {
+        if (R->ehead[i] == head && !memcmp(R->ek + i * hd, k, hd * sizeof(float))) {
             R->ecount[i]++;
+            R->emixed[i] |= memcmp(R->ev + i * hd, v, hd * sizeof(float)) != 0;
             return i;
         }
         p = (p + 1) & (uint64_t)(R->hcap - 1);
@@ -1055,6 +1061,7 @@ static int64_t remember(row_t *r, lrow_t *R, int32_t head, const float *k, const
     memcpy(R->ek + i * hd, k, hd * sizeof(float));
     memcpy(R->ev + i * hd, v, hd * sizeof(float));
     R->ecount[i] = 1;
+    R->emixed[i] = 0;
     R->ehead[i] = head;
     R->htab[p] = i + 1;
     return i;
@@ -1062,8 +1069,8 @@ static int64_t remember(row_t *r, lrow_t *R, int32_t head, const float *k, const
 
 /* A full-attention layer whose softmax is provably one-hot at every position (the compiler's lookups:
  * the image builder checked that on every rotary pair only queries or only keys are non-zero, so RoPE
- * changes no score and is not applied). Per q head: the scores against every key seen (one entry per
- * distinct key and value, with its count), scaled; the winner must lead every other entry by 104 after
+ * changes no score and is not applied). Per q head: the scores against every distinct key seen
+ * (``remember``), scaled; the winner must lead every other entry by 104 after
  * any rounding of the scores to the dtype (exp(-104) is 0.0 in float32: softmax 1 on it, 0 elsewhere),
  * and be offered once, or every entry within that lead must carry the value 0 (then the output is 0).
  * Then the output gate, which must saturate (sigmoid exactly 0 or 1), and o_proj. */
@@ -1122,12 +1129,13 @@ static int lookup(model_t *m, int64_t li, const layer_t *L, row_t *r, lrow_t *R,
             sc *= L->scaling;
             if (best - sc < 104.0 + 0x1p-7 * (fabs(best) + fabs(sc)) + 1e-9 * fabs(best)) {
                 const float *v = R->ev + e * hd;
+                zero_only &= !R->emixed[e];
                 for (int64_t d = 0; d < hd; d++)
                     zero_only &= v[d] == 0.0f;
                 others += e != win;
             }
         }
-        if (win < 0 || (!zero_only && (others || R->ecount[win] > 1)))
+        if (win < 0 || (!zero_only && (others || R->ecount[win] > 1 || R->emixed[win])))
             return fail(m, li, E_ATTN, best);
         const float *v = R->ev + win * hd;
         for (int64_t d = 0; d < hd; d++) {
