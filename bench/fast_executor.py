@@ -87,7 +87,8 @@ def memory_child(steps: int, fetch: str = "deltanet") -> None:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--program", default=str(ROOT / "cpu" / "programs" / "hi.c"))
-    ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--dtypes", nargs="*", default=["float32", "bfloat16"],
+                    help="the program's runs (none: only --memory, whose runs are fresh processes)")
     ap.add_argument("--skip-stock", action="store_true", help="only the fast executor")
     ap.add_argument("--memory", nargs="*", type=int, metavar="STEPS",
                     help="peak memory of a loop run for these instruction counts (default 650 and 65000: "
@@ -107,9 +108,11 @@ def main():
 
     drop_kernel_notes()
     image = load_program(args.program, ram_size=16384)
-    print(f"{Path(args.program).name} on the compiled CPU, one torch thread, {torch.__version__}; "
-          f"figures from this machine")
-    print(f"{'dtype':9s} {'how':22s} {'tokens':>8s} {'seconds':>8s} {'tokens/s':>9s} {'instr/s':>8s} {'vs stock':>8s}")
+    if args.dtypes:
+        print(f"{Path(args.program).name} on the compiled CPU, one torch thread, {torch.__version__}; "
+              f"figures from this machine")
+        print(f"{'dtype':9s} {'how':22s} {'tokens':>8s} {'seconds':>8s} {'tokens/s':>9s} {'instr/s':>8s} "
+              f"{'vs stock':>8s}")
     for name in args.dtypes:
         dtype = getattr(torch, name)
         rows = {}
