@@ -161,6 +161,8 @@ class _Lookup:
         self.nh, self.nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
         self.hd = cfg.get("head_dim") or cfg["hidden_size"] // self.nh
         self.q, self.k, self.v, self.o = (_csr(get(prefix + f"{n}_proj.weight")) for n in "qkvo")
+        # the dims whose o_proj column has a weight (the others add nothing, whatever they hold)
+        self.used = (get(prefix + "o_proj.weight") != 0).any(0)
         self.qn_w = 1.0 + get(prefix + "q_norm.weight").float()
         self.kn_w = 1.0 + get(prefix + "k_norm.weight").float()
         self.scaling = self.hd ** -0.5
@@ -203,7 +205,8 @@ class _Lookup:
             for h in range(self.nh):
                 g = h // group
                 gate = q[b, h * 2 * hd + hd:(h + 1) * 2 * hd].float()
-                if bool((gate <= -90).all()):
+                used = self.used[h * hd:(h + 1) * hd]
+                if not bool((used & (gate > -90)).any()):
                     continue
                 qn = self._norm(q[b, h * 2 * hd:h * 2 * hd + hd], self.qn_w).double()
                 mine = [(float(qn @ kn) * self.scaling, vv, n, mx) for (gg, _), (kn, vv, n, mx) in entries.items()
@@ -215,7 +218,7 @@ class _Lookup:
                 if not zero and (len(near) > 1 or near[0][1] > 1 or near[0][2]):
                     raise FastInexact(f"layer {self.index}: attention head {h} is not one-hot here (best score "
                                       f"{best:g}); run this checkpoint with --executor stock")
-                value = torch.zeros(hd, dtype=self.dtype) if zero else near[0][0]
+                value = torch.zeros(hd, dtype=self.dtype) if zero else near[0][0] * used
                 # a value of 0 times any finite gate is 0; elsewhere the gate must saturate
                 if bool(((value != 0) & (gate > -90) & (gate < 18)).any()) or not bool(gate.isfinite().all()):
                     raise FastInexact(f"layer {self.index}: an output gate of head {h} is not saturated; run "

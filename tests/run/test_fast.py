@@ -71,22 +71,36 @@ def test_every_layer_equals_stock_on_the_example_designs(design, layers, dtype, 
 
 @pytest.fixture(scope="module")
 def rom_lookup(tmp_path_factory, build_dir):
-    """The 16 x 8 ROM of tests/designs/constructs.py held as attention lookups (--roms attention)."""
+    """The 16 x 8 ROM of tests/designs/constructs.py held as attention lookups (--roms attention):
+    on its own shapes (one q head) and on a target's with 4 q heads of 2 KV heads (three q heads and a
+    KV head unused: their q is 0, their softmax uniform, their o_proj columns empty)."""
+    from netlist2tf.compile import Target
     design = f"{Path(__file__).parent.parent}/designs/constructs.py:Rom16x8"
     result = synthesize(design, "macro", build_dir)
-    compiled = compile_netlist(parse_netlist(result.json_text), CompileSettings(layers=4, roms="attention"),
-                               prove=False)
-    return emit_checkpoint(compiled, result.json_text, tmp_path_factory.mktemp("fast") / "rom")
+    made = {}
+
+    def get(shapes):
+        if shapes not in made:
+            target = None if shapes == "own" else Target(512, 1024, ("linear_attention",) * 3 + ("full_attention",),
+                                                         4, 8, 64, 32, 4, 2, 64, name="four-heads")
+            compiled = compile_netlist(parse_netlist(result.json_text),
+                                       CompileSettings(layers=4, roms="attention", target=target), prove=False)
+            made[shapes] = emit_checkpoint(compiled, result.json_text, tmp_path_factory.mktemp("fast") / shapes)
+        return made[shapes]
+    return get
 
 
-@pytest.mark.parametrize("dtype,kernel", [(torch.float32, "c"), (torch.bfloat16, "c"), (torch.float32, "torch"),
-                                          (torch.bfloat16, "torch")])
-def test_attention_lookups_equal_stock(dtype, kernel, rom_lookup):
+@pytest.mark.parametrize("dtype,kernel,shapes", [
+    (torch.float32, "c", "own"), (torch.bfloat16, "c", "own"), (torch.float32, "torch", "own"),
+    (torch.bfloat16, "torch", "own"), (torch.bfloat16, "c", "four-heads"), (torch.float32, "torch", "four-heads")])
+def test_attention_lookups_equal_stock(dtype, kernel, shapes, rom_lookup):
     """A ROM read by attention (gadgets/rom_lookup.py): the executor's one-hot attention (scores
-    against each distinct key seen, the winner's value) equals the stock forward at every layer of
-    every position, C kernel and torch path, both dtypes; its state holds the distinct keys (the
-    prompt's words and one non-key), not the positions."""
+    against each distinct key seen, the winner's value; heads whose o_proj columns are empty add
+    nothing) equals the stock forward at every layer of every position, C kernel and torch path,
+    both dtypes; its state holds the distinct keys (the prompt's words and one non-key), not the
+    positions."""
     from netlist2tf.run.fast import _Lookup
+    rom_lookup = rom_lookup(shapes)
     stock = load_checkpoint(rom_lookup, dtype)[0]
     ids = _trace(rom_lookup, 60)
     fast = FastModel(rom_lookup, dtype, kernel=kernel)
@@ -108,6 +122,8 @@ def test_a_lookup_that_is_not_one_hot_stops_the_executor(rom_lookup, tmp_path):
     softmax is not one-hot): the executor refuses it at the first position where it matters, naming
     the layer, instead of guessing."""
     from safetensors.torch import load_file, save_file
+
+    rom_lookup = rom_lookup("own")
 
     from netlist2tf.run.executor import FastInexact
     folder = tmp_path / "soft"

@@ -1087,13 +1087,16 @@ static int lookup(model_t *m, int64_t li, const layer_t *L, row_t *r, lrow_t *R,
         if (remember(r, R, (int32_t)g, R->kn, R->av.out.v + g * hd, hd) < 0)
             return fail(m, li, E_ATTN, -1.0);
     }
+    const int64_t *cp = L->ao.colptr;
     for (int64_t h = 0; h < nh; h++) {
         const int64_t g = h / group;
         const float *gate = R->aq.out.v + h * 2 * hd + hd;
+        /* a dim whose o_proj column is empty adds nothing whatever it holds (0 times a finite value);
+           a head with no such column, or every gate shut, adds exactly 0 */
         int any = 0;
         for (int64_t d = 0; d < hd; d++)
-            any |= gate[d] > -90.0f;
-        if (!any) {                   /* every gate shut (an unused head): adds exactly 0 */
+            any |= cp[h * hd + d + 1] > cp[h * hd + d] && gate[d] > -90.0f;
+        if (!any) {
             for (int64_t d = 0; d < hd; d++)
                 set(&R->attn, h * hd + d, 0.0f);
             continue;
@@ -1139,7 +1142,8 @@ static int lookup(model_t *m, int64_t li, const layer_t *L, row_t *r, lrow_t *R,
             return fail(m, li, E_ATTN, best);
         const float *v = R->ev + win * hd;
         for (int64_t d = 0; d < hd; d++) {
-            const float val = zero_only ? 0.0f : v[d];
+            const int used = cp[h * hd + d + 1] > cp[h * hd + d];
+            const float val = zero_only || !used ? 0.0f : v[d];
             float sg = 1.0f;                 /* a value of 0 times any finite gate is 0 */
             if (val != 0.0f) {
                 if (gate[d] >= 18.0f) sg = 1.0f;
