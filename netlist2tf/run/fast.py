@@ -174,6 +174,8 @@ class _Lookup:
         rope = cfg.get("rope_parameters") or {}
         half = int(hd * rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))) // 2
         q, k = get(prefix + "q_proj.weight"), get(prefix + "k_proj.weight")
+        if not (bool(q.any()) and bool(k.any())):
+            return False                      # no keys or no queries: not a lookup (checked silent instead)
         for h in range(nh):
             qh, kh = q[h * 2 * hd:h * 2 * hd + hd], k[(h // (nh // nkv)) * hd:(h // (nh // nkv) + 1) * hd]
             for d in range(half):
