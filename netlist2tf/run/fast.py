@@ -215,7 +215,7 @@ class _Lookup:
                         if gg == g]
                 best = max(sc for sc, _, _, _ in mine)
                 near = [(vv, n, mx) for sc, vv, n, mx in mine
-                        if best - sc < 104 + 2 ** -7 * (abs(best) + abs(sc)) + 1e-9 * abs(best)]
+                        if best - sc < 104 + 2 ** -8 * (abs(best) + abs(sc)) + 1e-9 * abs(best)]
                 zero = all(not bool(vv.any()) and not mx for vv, _, mx in near)
                 if not zero and (len(near) > 1 or near[0][1] > 1 or near[0][2]):
                     raise FastInexact(f"layer {self.index}: attention head {h} is not one-hot here (best score "

@@ -1130,7 +1130,8 @@ static int lookup(model_t *m, int64_t li, const layer_t *L, row_t *r, lrow_t *R,
             for (int64_t t = 0; t < nn; t++)
                 sc += (double)R->qn[nz[t]] * (double)k[nz[t]];
             sc *= L->scaling;
-            if (best - sc < 104.0 + 0x1p-7 * (fabs(best) + fabs(sc)) + 1e-9 * fabs(best)) {
+            /* each score rounded at most twice to bfloat16 (the product, then an inexact scaling): 2^-8 */
+            if (best - sc < 104.0 + 0x1p-8 * (fabs(best) + fabs(sc)) + 1e-9 * fabs(best)) {
                 const float *v = R->ev + e * hd;
                 zero_only &= !R->emixed[e];
                 for (int64_t d = 0; d < hd; d++)
