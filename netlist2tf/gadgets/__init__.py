@@ -10,5 +10,5 @@ __getattr__, __dir__, __all__ = public(__name__, {
     'ffn_threshold': ('BF16_LIMIT', 'K', 'Neuron', 'boolean_function', 'configure_mlp', 'merge_neurons',
                       'threshold_gate'),
     'layout': ('NORM_WEIGHT', 'ResidualLayout', 'SCALE'),
-    'rom_lookup': ('RomLookupError', 'configure_rom_lookup', 'plan_rom_lookup'),
+    'rom_lookup': ('RomLookupError', 'configure_rom_lookup', 'one_sided', 'plan_rom_lookup'),
 })

@@ -119,6 +119,7 @@ from dataclasses import dataclass
 import torch
 
 from netlist2tf.common import Netlist2TFError
+from netlist2tf.gadgets.rom_lookup import squares as _squares
 
 EXP_UNDERFLOW = 104      # float32 exp(-x) == 0.0 for x >= 104 (exp(-103.9) is the smallest denormal)
 LEAD = 128               # planned lead of every winning score (24 units of slack for rounding)
@@ -215,24 +216,6 @@ def _min_step(u: float, theta: float, distance: int) -> float:
     # so its minimum is at one end.
     ends = (math.sin(theta / 2 + math.pi / 4), math.sin((distance - 0.5) * theta + math.pi / 4))
     return 2 * u * math.sin(theta / 2) * min(ends)
-
-
-def _squares(n: int, terms: int) -> tuple[int, ...] | None:
-    """At most ``terms`` integers in [1, INT_MAX] whose squares sum to n (largest first), or None."""
-    if n == 0:
-        return ()
-    if terms == 0:
-        return None
-    top = min(INT_MAX, math.isqrt(n))
-    if top * top * terms < n:
-        return None
-    for a in range(top, 0, -1):
-        if a * a * terms < n:
-            break
-        rest = _squares(n - a * a, terms - 1)
-        if rest is not None:
-            return (a,) + rest
-    return None
 
 
 def _rope_frequencies(config) -> tuple[torch.Tensor, float]:

@@ -64,9 +64,9 @@ def _exact_bf16(x: int) -> bool:
     return x < (1 << MAX_SIGNIFICANT)
 
 
-def _squares(n: int, terms: int) -> tuple[int, ...] | None:
-    """At most ``terms`` integers in [1, 256] whose squares sum to n, largest first, each exact in
-    bfloat16; or None."""
+def squares(n: int, terms: int) -> tuple[int, ...] | None:
+    """At most ``terms`` integers in [1, 256] (exact in bfloat16) whose squares sum to n, largest
+    first, or None (the fillers here and in ``attention_lookup``)."""
     if n == 0:
         return ()
     if terms == 0 or n < 0:
@@ -77,7 +77,7 @@ def _squares(n: int, terms: int) -> tuple[int, ...] | None:
     for a in range(top, 0, -1):
         if a * a * terms < n:
             break
-        rest = _squares(n - a * a, terms - 1)
+        rest = squares(n - a * a, terms - 1)
         if rest is not None:
             return (a,) + rest
     return None
@@ -85,7 +85,7 @@ def _squares(n: int, terms: int) -> tuple[int, ...] | None:
 
 def _fill(n: int) -> tuple[int, ...] | None:
     for terms in range(1, 9):
-        got = _squares(n, terms)
+        got = squares(n, terms)
         if got is not None:
             return got
     return None
@@ -190,6 +190,22 @@ def plan_rom_lookup(head_dim: int, rotary_dim: int, bits: int) -> RomLookupPlan:
     if best is None:
         raise RomLookupError(f"no integer plan for {bits} address bits on a head of {hd} dims")
     return best[1]
+
+
+def one_sided(q, k, nh: int, nkv: int, hd: int, rotary: int) -> bool:
+    """Whether the attention projections ``q`` (q_proj: query and gate rows per head) and ``k``
+    (k_proj) have, on every rotary pair (d, d + rotary / 2) of every head, only query or only key
+    weights: every rotated product is then a product with 0, so no RoPE (any theta, mrope sections)
+    changes a score. A lookup's fillers are placed so (``plan_rom_lookup``); the fast executor and the
+    merge rely on it."""
+    half = rotary // 2
+    for h in range(nh):
+        qh = q[h * 2 * hd:h * 2 * hd + hd]
+        kh = k[(h // (nh // nkv)) * hd:(h // (nh // nkv) + 1) * hd]
+        for d in range(half):
+            if bool(qh[[d, d + half]].any()) and bool(kh[[d, d + half]].any()):
+                return False
+    return True
 
 
 def rom_lookup_weights(plan: RomLookupPlan, *, one: int, query, key_flag: tuple[int, int], key_bits,

@@ -53,6 +53,7 @@ import torch
 from netlist2tf.common import Netlist2TFError
 from netlist2tf.gadgets import K
 from netlist2tf.gadgets import NORM_WEIGHT, SCALE, ResidualLayout
+from netlist2tf.gadgets import one_sided
 from netlist2tf.weights import LM_HEAD, READERS, bits_layout_of, unfold_state
 from netlist2tf.common import check_output_folder, write_folder
 from netlist2tf.checkpoint import INDEX, WeightFiles, checkpoint_name, text_name, write_shards
@@ -364,23 +365,13 @@ def _text_safe_attention(cpu, i: int, cc: dict, one: int) -> bool:
 
 
 def _rope_free(cpu, i: int, cc: dict, rotary: int) -> bool:
-    """Whether compiled attention layer ``i``'s scores are the same under any RoPE that rotates the
-    first ``rotary`` dims of a head in pairs (d, d + rotary / 2): on every such pair only the queries or
-    only the keys are non-zero (a lookup's fillers: gadgets/rom_lookup.py), so every rotated product is
-    a product with 0 and the merged model's RoPE (the base's: its theta, its mrope sections) may differ
-    from the compiled config's."""
+    """Whether compiled attention layer ``i``'s scores are the same under the merged model's RoPE (the
+    base's: its theta, its mrope sections), which rotates the first ``rotary`` dims of a head:
+    ``gadgets.one_sided`` (a lookup's fillers)."""
     nh, nkv = cc["num_attention_heads"], cc["num_key_value_heads"]
     hd = cc.get("head_dim") or cc["hidden_size"] // nh
     p = f"model.layers.{i}.self_attn."
-    q, k = cpu.get(p + "q_proj.weight").float(), cpu.get(p + "k_proj.weight").float()
-    half = rotary // 2
-    for h in range(nh):
-        qh = q[h * 2 * hd:h * 2 * hd + hd]
-        kh = k[(h // (nh // nkv)) * hd:(h // (nh // nkv) + 1) * hd]
-        for d in range(half):
-            if bool(qh[[d, d + half]].any()) and bool(kh[[d, d + half]].any()):
-                return False
-    return True
+    return one_sided(cpu.get(p + "q_proj.weight").float(), cpu.get(p + "k_proj.weight").float(), nh, nkv, hd, rotary)
 
 
 def _group_code(head: torch.Tensor, flags: list) -> list:

@@ -501,29 +501,24 @@ def memory_lowering(plan: ModelPlan) -> list[dict]:
             entry["origin"] = ("read-only memory, read by attention lookups over the words the prompt writes"
                                if looked else "read-only memory, preloaded into DeltaNet banks by the prompt") + chosen
         for port in range(len(m.read_ports)):
-            if looked and (m.name, port) in sched.read_layer:
-                heads = [h for h in plan.lookups if h.holds.startswith(f"ROM {m.name} read port {port}:")]
-                words = len(plan.initial_memory.get(m.name, {}))
+            promised = f"{m.name}:{port}" in plan.settings.lookup_ports
+            if (looked or promised) and (m.name, port) in sched.read_layer:
+                heads = [h for h in plan.lookups
+                         if h.holds.removeprefix("ROM ").startswith(f"{m.name} read port {port}:")]
                 lp = heads[0].plan
+                lead = min(lp.leads()["match_over_non_key"], lp.leads()["non_key_over_nearest_miss"])
+                what = (f"--lookup-ports {m.name}:{port}: the port reads the words as the prompt wrote them (a "
+                        f"promise that it never reads a word written later: the host keeps it)" if promised else
+                        f"the prompt writes its {len(plan.initial_memory.get(m.name, {}))} non-zero words once "
+                        f"each (then disables the port)")
                 entry["read_ports"].append({
                     "port": port, "lowered_as": "attention lookup over the prompt",
                     "layers": list(sched.read_layers((m.name, port))),
                     "attention_heads": [h.head for h in heads],
-                    "why": f"the prompt writes its {words} non-zero words once each (then disables the port), "
-                           f"each a key of {lp.bits} address bits; q head(s) {[h.head for h in heads]} of the "
-                           f"full-attention layer read the word at the port's address, exactly (unique keys: the "
-                           f"match leads every other position by {min(lp.leads()['match_over_non_key'], lp.leads()['non_key_over_nearest_miss']):g} "
-                           f"in float32 and bfloat16 at any length; no DeltaNet heads, no FFN decoder, 0 tokens "
-                           f"per cycle)" + chosen})
-            elif f"{m.name}:{port}" in plan.settings.lookup_ports and (m.name, port) in sched.read_layer:
-                heads = [h for h in plan.lookups if h.holds.startswith(f"{m.name} read port {port}:")]
-                entry["read_ports"].append({
-                    "port": port, "lowered_as": "attention lookup over the prompt",
-                    "layers": list(sched.read_layers((m.name, port))),
-                    "attention_heads": [h.head for h in heads],
-                    "why": f"--lookup-ports {m.name}:{port}: the port reads the words as the prompt wrote them "
-                           f"(a promise that it never reads a word written later: the host keeps it); q head(s) "
-                           f"{[h.head for h in heads]} of the full-attention layer, no DeltaNet banks"})
+                    "why": f"{what}, each a key of {lp.bits} address bits; q head(s) {[h.head for h in heads]} of "
+                           f"the full-attention layer read the word at the port's address, exactly (unique keys: "
+                           f"the match leads every other position by {lead:g} in float32 and bfloat16 at any "
+                           f"length; no DeltaNet heads, no FFN decoder)" + ("" if promised else chosen)})
             elif m.name in preloaded and (m.name, port) in sched.read_layer:
                 banks = len(reachable_banks(m, port, slots))
                 words = len(plan.initial_memory.get(m.name, {}))

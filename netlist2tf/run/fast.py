@@ -169,19 +169,15 @@ class _Lookup:
 
     @staticmethod
     def fits(get, prefix, cfg) -> bool:
+        from netlist2tf.gadgets import one_sided
         nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
         hd = cfg.get("head_dim") or cfg["hidden_size"] // nh
         rope = cfg.get("rope_parameters") or {}
-        half = int(hd * rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))) // 2
+        rotary = int(hd * rope.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0)))
         q, k = get(prefix + "q_proj.weight"), get(prefix + "k_proj.weight")
         if not (bool(q.any()) and bool(k.any())):
             return False                      # no keys or no queries: not a lookup (checked silent instead)
-        for h in range(nh):
-            qh, kh = q[h * 2 * hd:h * 2 * hd + hd], k[(h // (nh // nkv)) * hd:(h // (nh // nkv) + 1) * hd]
-            for d in range(half):
-                if bool(qh[[d, d + half]].any()) and bool(kh[[d, d + half]].any()):
-                    return False
-        return True
+        return one_sided(q, k, nh, nkv, hd, rotary)
 
     def state(self, batch):
         return [{} for _ in range(batch)]

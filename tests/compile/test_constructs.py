@@ -109,22 +109,36 @@ def test_preloaded_rom_models_teacher_forced(design, layers, cycles, build_dir, 
     write tokens in any frame (the tokens checked per cycle are the gate-off frame's), and the
     model equal to the simulator in both dtypes."""
     folder, compiled = _compile(design, build_dir, layers, tmp_path, roms="deltanet")
+    plan, sched, nports, per_cycle = _written_by_the_prompt(design, build_dir, compiled)
+    assert sorted(p for (m, p) in sched.read_layer if m == "rom") == list(range(nports))
+    for dtype in (torch.float32, torch.bfloat16):
+        _teacher_forced(folder, dtype, cycles, per_cycle)
+
+
+def _written_by_the_prompt(design, build_dir, compiled):
+    """(plan, schedule, read ports, generated tokens a cycle) of a ROM the prompt writes (deltanet or
+    attention), checked: no FFN decoder, no write token in any frame (the tokens a cycle are the
+    gate-off frame's), and the prompt's words are the table's non-zero ones."""
     plan = compiled.plan
     sched = plan.schedule
     assert plan.settings.preloaded_roms == ("rom",)
     assert not [u for u in sched.cell_layer if sched.unit_cell[u].startswith("memrd:")], "an FFN decoder was built"
-    nports = len(_netlist(design, build_dir).memories[0].read_ports)
-    assert sorted(p for (m, p) in sched.read_layer if m == "rom") == list(range(nports))
     per_cycle = compiled.stats["generated_tokens_per_cycle"]
     assert per_cycle == len(plan.protocol.frame_kinds(False)) < len(plan.protocol.generated)
     table = {"Rom16x8": _table_of(16, 8, 1), "Rom1024x16": _table_of(1024, 16, 7)}[design]
     assert plan.initial_memory["rom"] == {a: w for a, w in enumerate(table) if w}    # what the prompt writes
-    for dtype in (torch.float32, torch.bfloat16):
-        model, protocol, netlist, inits, meta = load_checkpoint(folder, dtype)
-        div, checked = verify_teacher_forced(model, protocol, netlist, inits, cycles, 4, 0,
-                                             meta["initial_memory"], window=512)
-        assert div is None, str(div)
-        assert checked == cycles * 4 * per_cycle
+    return plan, sched, len(_netlist(design, build_dir).memories[0].read_ports), per_cycle
+
+
+def _teacher_forced(folder, dtype, cycles, per_cycle):
+    """The checkpoint in ``dtype`` teacher-forced against the simulator, ``cycles`` x 4 rows; the
+    loaded tuple."""
+    model, protocol, netlist, inits, meta = load_checkpoint(folder, dtype)
+    div, checked = verify_teacher_forced(model, protocol, netlist, inits, cycles, 4, 0,
+                                         meta["initial_memory"], window=512)
+    assert div is None, str(div)
+    assert checked == cycles * 4 * per_cycle
+    return model, protocol, netlist, inits, meta
 
 
 @pytest.mark.parametrize("design, layers, cycles", [
@@ -136,30 +150,19 @@ def test_attention_rom_models(design, layers, cycles, build_dir, tmp_path):
     model equal to the simulator, teacher-forced (batch 4) and generated (batch 2), both dtypes."""
     from netlist2tf.run.verify import verify_model
     folder, compiled = _compile(design, build_dir, layers, tmp_path, roms="attention")
-    plan = compiled.plan
-    sched = plan.schedule
-    assert plan.settings.preloaded_roms == ("rom",) and plan.settings.lookup_roms == ("rom",)
-    assert not [u for u in sched.cell_layer if sched.unit_cell[u].startswith("memrd:")], "an FFN decoder was built"
+    plan, sched, nports, per_cycle = _written_by_the_prompt(design, build_dir, compiled)
+    assert plan.settings.lookup_roms == ("rom",)
     assert not [h for h in plan.heads if h.holds.startswith("rom ")], "a DeltaNet bank holds the ROM"
-    nports = len(_netlist(design, build_dir).memories[0].read_ports)
     looked = {sched.read_layer[("rom", p)] for p in range(nports)}
     assert {plan.target.layer_types[layer] for layer in looked} == {"full_attention"}
     assert sorted(h.head for h in plan.lookups) == list(range(nports))   # one KV head, a q head per port
-    per_cycle = compiled.stats["generated_tokens_per_cycle"]
-    assert per_cycle == len(plan.protocol.frame_kinds(False)) < len(plan.protocol.generated)
-    table = {"Rom16x8": _table_of(16, 8, 1), "Rom1024x16": _table_of(1024, 16, 7)}[design]
-    assert plan.initial_memory["rom"] == {a: w for a, w in enumerate(table) if w}
     # the prompt: one enabled group per non-zero word, then the port disabled before anything else commits
     prompt = plan.protocol.initial_tokens(plan.initial_registers, plan.initial_memory)
     port = plan.protocol.port("rom")
     firsts = [f.value & 1 for f in plan.protocol.fields(prompt) if f.kind == "ma" and f.chunk == port.ma[0]]
     assert firsts == [1] * len(plan.initial_memory["rom"]) + [0]
     for dtype in (torch.float32, torch.bfloat16):
-        model, protocol, netlist, inits, meta = load_checkpoint(folder, dtype)
-        div, checked = verify_teacher_forced(model, protocol, netlist, inits, cycles, 4, 0,
-                                             meta["initial_memory"], window=512)
-        assert div is None, str(div)
-        assert checked == cycles * 4 * per_cycle
+        model, protocol, netlist, inits, meta = _teacher_forced(folder, dtype, cycles, per_cycle)
         div, _ = verify_model(model, protocol, netlist, inits, 60, 2, 1, True, initial_memory=meta["initial_memory"])
         assert div is None, str(div)
 

@@ -148,6 +148,7 @@ typedef struct {
                                             value first offered with it */
     int64_t *ecount;                     /* ... how many positions offered it */
     uint8_t *emixed;                     /* ... 1 where they offered different values */
+    double *escore;                      /* scratch: each entry's score for the head being read */
     int32_t *ehead;
     int64_t n_e, cap_e;
     int64_t *htab;                       /* open addressing over the entries (index + 1; 0: empty) */
@@ -204,6 +205,7 @@ void n2t_row_free(row_t *r)
         free(r->L[i].ev);
         free(r->L[i].ecount);
         free(r->L[i].emixed);
+        free(r->L[i].escore);
         free(r->L[i].ehead);
         free(r->L[i].htab);
     }
@@ -1042,9 +1044,11 @@ static int64_t remember(row_t *r, lrow_t *R, int32_t head, const float *k, const
         if (hh) R->ehead = hh;
         uint8_t *mx = realloc(R->emixed, cap);
         if (mx) R->emixed = mx;
-        if (!ek || !ev || !c || !hh || !mx)
+        double *sc = realloc(R->escore, cap * sizeof(double));
+        if (sc) R->escore = sc;
+        if (!ek || !ev || !c || !hh || !mx || !sc)
             return -1;
-        r->bytes += (cap - R->cap_e) * (int64_t)(2 * hd * sizeof(float) + sizeof(int64_t) + sizeof(int32_t) + 1);
+        r->bytes += (cap - R->cap_e) * (int64_t)(2 * hd * sizeof(float) + 2 * sizeof(int64_t) + sizeof(int32_t) + 1);
         R->cap_e = cap;
     }
     uint64_t p = entry_hash(head, k, hd) & (uint64_t)(R->hcap - 1);
@@ -1117,7 +1121,7 @@ static int lookup(model_t *m, int64_t li, const layer_t *L, row_t *r, lrow_t *R,
             double sc = 0.0;
             for (int64_t t = 0; t < nn; t++)
                 sc += (double)R->qn[nz[t]] * (double)k[nz[t]];
-            sc *= L->scaling;
+            R->escore[e] = sc *= L->scaling;
             if (sc > best) { best = sc; win = e; }
         }
         /* every entry within reach of the best: one offered once, or all of value 0 */
@@ -1125,11 +1129,7 @@ static int lookup(model_t *m, int64_t li, const layer_t *L, row_t *r, lrow_t *R,
         for (int64_t e = 0; e < R->n_e; e++) {
             if (R->ehead[e] != g)
                 continue;
-            const float *k = R->ek + e * hd;
-            double sc = 0.0;
-            for (int64_t t = 0; t < nn; t++)
-                sc += (double)R->qn[nz[t]] * (double)k[nz[t]];
-            sc *= L->scaling;
+            const double sc = R->escore[e];
             /* each score rounded at most twice to bfloat16 (the product, then an inexact scaling): 2^-8 */
             if (best - sc < 104.0 + 0x1p-8 * (fabs(best) + fabs(sc)) + 1e-9 * fabs(best)) {
                 const float *v = R->ev + e * hd;
