@@ -1,12 +1,12 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11:
 #   make run    create .venv if missing, install, run the main job
-#   make test   same set-up, then the test suite
+#   make test   same set-up (and llama.cpp, built once), then the test suite
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install run merge test test-all bench clean
+.PHONY: install llama run merge test test-all bench clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,14 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# llama.cpp for its engine and its tests (the `llama` extra): built from source by pip, once
+LLAMA_STAMP := $(VENV)/.llama-installed
+$(LLAMA_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -c requirements.lock -e '.[test,llama]'
+	@touch $(LLAMA_STAMP)
+
+llama: $(LLAMA_STAMP)
 
 # Main job (grows with the project): simulate the FIFO example against Amaranth's own simulator
 # (waveform in build/), compile it into a Qwen3.5-architecture checkpoint, run that with stock
@@ -51,11 +59,11 @@ merge: $(STAMP)
 		--out build/merged/cpu
 	$(VENV)/bin/cpu run cpu/programs/hi.c --engine model --checkpoint build/merged/cpu || test $$? -eq 10
 
-test: $(STAMP)
+test: $(STAMP) $(LLAMA_STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=25
 
 # Everything, including the slow end-to-end cases.
-test-all: $(STAMP)
+test-all: $(STAMP) $(LLAMA_STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadgroup -m ''
 
 bench: $(STAMP)

@@ -123,8 +123,12 @@ def _configured_engine(args):
     if args.text_prefix and not args.checkpoint:
         raise InputError("--text-prefix puts text before the program's trace in a merged model: give the merged "
                          "checkpoint with --checkpoint (make one with `netlist2tf merge`)")
-    if args.executor == "fast" and args.threads is not None:
-        raise InputError("--threads sets torch threads of the stock forward; the fast executor runs on one")
+    if args.executor in ("fast", "llama.cpp") and args.threads is not None:
+        raise InputError(f"--threads sets torch threads of the stock forward; the {args.executor} executor chooses "
+                         f"its own")
+    if args.executor == "llama.cpp" and args.dtype not in (None, "float32"):
+        raise InputError("the llama.cpp executor runs the checkpoint's float32 GGUF export only (llama.cpp rounds "
+                         "activations to the weights' type): drop --dtype")
     if args.checkpoint and not Path(args.checkpoint).is_dir():
         raise InputError(f"--checkpoint {args.checkpoint}: no such folder")
     if args.teacher_forced and args.plain:
@@ -143,15 +147,19 @@ def _configured_engine(args):
     if args.engine == "model":
         import functools
         # the fast executor generates faster than speculative decoding verifies: it generates plainly
-        decoding = ("teacher-forced" if args.teacher_forced else "plain" if plain or args.executor == "fast"
-                    else "speculative")
+        decoding = ("teacher-forced" if args.teacher_forced
+                    else "plain" if plain or args.executor in ("fast", "llama.cpp") else "speculative")
         from netlist2tf.common import where_it_runs
 
         name, why = model_dtype(args.dtype)
         if args.executor == "fast" and not args.dtype:
             # the fast executor sums in float64 and stores float32: bfloat16 only adds its rounding steps
             name, why = "float32", "the fast executor's default: bfloat16 only adds rounding work there"
-        if args.executor == "fast":
+        if args.executor == "llama.cpp":
+            name = "float32"
+            print("cpu: model: llama.cpp (the checkpoint's float32 GGUF export, made once and cached under the "
+                  "build folder; greedy decoding, all of llama.cpp's threads)", file=sys.stderr)
+        elif args.executor == "fast":
             print(f"cpu: model: fast executor (netlist2tf.run.fast: the weights' non-zero entries, one position at "
                   f"a time on one core, equal to the stock forward), {name} ({why})", file=sys.stderr)
         else:
@@ -497,12 +505,14 @@ def build_parser():
                        help="model engine: torch threads of the long forward calls of speculative decoding "
                             "and --teacher-forced (default 1; 2 on an idle 2-core machine: 1.8x faster, but "
                             "more threads than free cores is many times slower)")
-        p.add_argument("--executor", choices=("stock", "fast"), default=None,
+        p.add_argument("--executor", choices=("stock", "fast", "llama.cpp"), default=None,
                        help="model engine: stock transformers' forward (default), or netlist2tf.run.fast: the same "
                             "weights' non-zero entries computed sparsely on one core, equal to the stock "
                             "forward at every layer (docs/design/fast.md; bench/fast_executor.py measures it); it "
                             "generates plainly; merged checkpoints too (trace-only prompts); a checkpoint or a value it "
-                            "cannot prove exact runs stock, with a line saying why")
+                            "cannot prove exact runs stock, with a line saying why; or llama.cpp: the checkpoint's "
+                            "float32 GGUF export run by llama.cpp (needs llama-cpp-python and a checkpoint with "
+                            "square DeltaNet heads, e.g. from `cpu build qwen3.5-4b`: docs/guide/serve-it.md)")
         p.add_argument("--checkpoint", type=path_arg, metavar="FOLDER", default=None,
                        help="model engine: run this checkpoint instead of the cached build: the compiled "
                             "CPU's folder (build/cpu-model/...) or one merged in front of a Qwen3.5 model "

@@ -426,9 +426,9 @@ def cmd_verify(args) -> int:
                               f"`netlist2tf compile` or `netlist2tf merge`")
     if args.text_between and (args.batch != 1 or args.resume):
         raise Netlist2TFError("--text-between runs one batch row (--batch 1) and is not resumable (drop --resume)")
-    if args.executor == "fast" and args.resume:
-        raise Netlist2TFError("--resume saves the stock forward's cache; the fast executor's check is not "
-                              "resumable (drop --resume, or use --executor stock)")
+    if args.executor != "stock" and args.resume:
+        raise Netlist2TFError(f"--resume saves the stock forward's cache; the {args.executor} executor's check is "
+                              f"not resumable (drop --resume, or use --executor stock)")
     if (args.text_prefix or args.text_between) and not is_merged(args.checkpoint):
         raise Netlist2TFError(f"--text-prefix and --text-between put base-vocabulary text in the trace: "
                               f"{args.checkpoint} is not a merged checkpoint (make one with `netlist2tf merge`)")
@@ -474,7 +474,7 @@ def cmd_verify(args) -> int:
     rate = "" if args.resume else f"; {tokens / dt:,.0f} tokens/s"      # a resumed run did part of it
     print(f"{args.checkpoint}: the model equals the netlist simulator on every output and register in "
           f"{args.cycles} cycles x {args.batch} rows ({args.dtype}, {mode}"
-          f"{', fast executor' if args.executor == 'fast' else ''}){rate}",
+          f"{'' if args.executor == 'stock' else f', {args.executor} executor'}){rate}",
           file=sys.stderr)
     return 0
 
@@ -645,9 +645,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --teacher-forced: save the check's progress (position and model cache) to "
                         "FILE every few minutes and continue from it when run again with the same "
                         "checkpoint, dtype, cycles, batch, seed and window (FILE is deleted at the end)")
-    p.add_argument("--executor", choices=("stock", "fast"), default="stock",
-                   help="run the model with stock transformers' forward, or netlist2tf.run.fast (the same weights' "
-                        "non-zero entries, one position at a time: docs/design/fast.md)")
+    p.add_argument("--executor", choices=("stock", "fast", "llama.cpp"), default="stock",
+                   help="run the model with stock transformers' forward, netlist2tf.run.fast (the same weights' "
+                        "non-zero entries, one position at a time: docs/design/fast.md), or llama.cpp (the "
+                        "checkpoint's float32 GGUF export, made once and cached; needs llama-cpp-python: "
+                        "docs/guide/serve-it.md)")
     p.add_argument("--text-prefix", type=count(0, 1 << 20, "--text-prefix"), default=0, metavar="N",
                    help="merged checkpoints: put N random base-vocabulary tokens (seeded) before the trace")
     p.add_argument("--text-between", type=_cycle_tokens, action="append", default=[], metavar="CYCLE:N",
@@ -673,10 +675,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(func=cmd_merge)
 
+    p = parser("export-gguf", "a checkpoint (compiled or merged) as one float32 GGUF file for llama.cpp")
+    p.add_argument("checkpoint", type=path_arg, help="a folder written by `netlist2tf compile`, `cpu build` or "
+                                                     "`netlist2tf merge`")
+    p.add_argument("--out", type=path_arg, required=True,
+                   help="the GGUF file to write (a GGUF file this command wrote is replaced atomically; any other "
+                        "file is refused, see --force)")
+    p.add_argument("--force", action="store_true", help="replace a file at --out that netlist2tf did not write")
+    p.set_defaults(func=cmd_export_gguf)
+
     p = parser("chat", "moved: the chat with the compiled CPU as a tool is `cpu chat` (the CPU application's command)")
     p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_chat)
     return ap
+
+
+def cmd_export_gguf(args) -> int:
+    from netlist2tf.common import check_output_file
+    from netlist2tf.serve import export_gguf
+
+    if not Path(args.checkpoint).is_dir():
+        raise Netlist2TFError(f"{args.checkpoint}: no such checkpoint folder; give a folder written by "
+                              f"`netlist2tf compile`, `cpu build` or `netlist2tf merge`")
+    check_output_file(args.out, "--out", "gguf", args.force, stream=False)
+    t0 = time.perf_counter()
+    info = export_gguf(args.checkpoint, args.out, log=lambda msg: print(msg, file=sys.stderr), force=args.force)
+    for note in info["notes"]:
+        print(f"  note: {note}", file=sys.stderr)
+    print(f"{args.out}: {info['tensors']} tensors, {info['parameters']:,} parameters, {info['bytes'] / 1e9:.2f} GB "
+          f"float32, vocabulary {info['vocab']:,}; {time.perf_counter() - t0:.1f} s. Run it with llama.cpp "
+          f"(greedy decoding), or check it: `netlist2tf verify {args.checkpoint} --executor llama.cpp`",
+          file=sys.stderr)
+    return 0
 
 
 def cmd_chat(args) -> int:

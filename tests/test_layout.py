@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "netlist2tf"
 # the pipeline, lowest first: a stage may import the stages before it, never one after it
-STAGES = ["common", "netlist", "frontend", "sim", "gadgets", "compile", "weights", "checkpoint", "merge", "run",
+STAGES = ["common", "netlist", "frontend", "sim", "gadgets", "compile", "weights", "checkpoint", "merge", "serve", "run",
           "report"]
 TOP = ["driver", "cliutil", "cli"]             # netlist2tf/*.py: above every stage
 

@@ -10,8 +10,8 @@ __getattr__, __dir__, __all__ = public(__name__, {
     'hardware': ('Progress', 'available_memory', 'default_dtype', 'drop_kernel_notes', 'gigabytes',
                  'quiet_transformers', 'where_it_runs'),
     'inputs': ('MAX_SMALL_TEXT_BYTES', 'lines', 'read_limited', 'read_text'),
-    'outputs': ('OutputError', 'PROGRESS_MAGIC', 'cache_lock', 'check_build_dir', 'check_output_file',
-                'check_output_folder', 'destination', 'file_writer', 'first_line', 'streamed', 'write_file',
+    'outputs': ('OutputError', 'PROGRESS_MAGIC', 'cache_lock', 'check_build_dir', 'check_output_file', 'check_room',
+                'check_output_folder', 'destination', 'file_beside', 'file_writer', 'first_line', 'streamed', 'write_file',
                 'write_folder'),
     'paths': ('ENV', 'build_dir', 'prune_cache', 'source_digest'),
 })

@@ -208,6 +208,8 @@ FILE_KINDS = {
     "jsonl": _is_outputs_jsonl,
     "trace": _is_trace,
     "progress": lambda p: _head(p, len(PROGRESS_MAGIC)) == PROGRESS_MAGIC,
+    # a GGUF file that carries our format key among its first keys (netlist2tf.serve.gguf writes it first)
+    "gguf": lambda p: _head(p, 4) == b"GGUF" and b"netlist2tf.format" in _head(p, 256),
 }
 
 
@@ -435,13 +437,23 @@ def file_writer(path, mode: str = "w", option: str = "output"):
         with _named(fd, mode, option, path, True) as f:
             yield f
         return
+    with file_beside(target) as (fd, _):
+        with _named(fd, mode, option, path, False) as f:
+            yield f
+
+
+@contextmanager
+def file_beside(target):
+    """(descriptor, path) of a new file beside the regular file ``target`` (a link already resolved),
+    for a writer that needs a real file or a path; when the block ends without error the file replaces
+    ``target`` atomically, otherwise it is removed and ``target`` is left as it was."""
+    target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = None
     try:
         with _signals_deferred():       # an interrupt between creation and the assignment would lose it
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with _named(fd, mode, option, path, False) as f:
-            yield f
+        yield fd, Path(tmp)
         share(Path(tmp))
         with _signals_deferred():
             os.replace(tmp, target)

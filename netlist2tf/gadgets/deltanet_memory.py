@@ -46,6 +46,9 @@ Constants (each keeps a step exact in float32 AND bfloat16, chunked prefill AND 
 
 * keys: ``ADDRESS_MAGNITUDE = 64`` on dim j, so l2norm gives exactly e_j (magnitude 1 would give
   0.9999995 because of eps). An all-zero address gives ``0 * rsqrt(1e-6) = 0``: no write, no read.
+  With d_k = 128 the magnitude is 68.5 instead (decoded matches: 137 for 128), ``key_magnitude``:
+  llama.cpp normalises in two steps (an RMS norm, then ``1/sqrt(d_k)``), where any power of two
+  gives 0.99999994; 68.5 and 137 give exactly 1 there and in transformers (docs/design/serve.md).
 * silu of every q/k/v pre-activation is exact: values are 0 (silu(0) == 0) or >= 17.5, where
   sigmoid rounds to 1.0 and silu(x) == x; they are never negative (silu's tiny negative values).
 * conv: weight 1 on tap ``kernel - 1`` (3), the lag-0 tap of the causal conv (``F.conv1d`` correlates over a
@@ -210,7 +213,7 @@ def _read_cases(cal: ReadCalibration, head_k_dim: int, dtype: torch.dtype, colum
     rows: dict[int, torch.Tensor] = {}
     for t, (w, r) in enumerate(steps):
         if w is not None:
-            k[0, t, 0, w] = ADDRESS_MAGNITUDE
+            k[0, t, 0, w] = key_magnitude(head_k_dim, ADDRESS_MAGNITUDE)
             rows[w] = bits[t]
         if r is not None:
             q[0, t, 0, r] = cal.query_main
@@ -256,6 +259,59 @@ def _read_is_exact(cal: ReadCalibration, head_k_dim: int) -> bool:
     return True
 
 
+def two_step_l2norm(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """l2norm of the rows of ``x`` as llama.cpp computes it for Qwen3.5's DeltaNet (its
+    ``build_gdn_l2_norm``): an RMS norm with eps/d (squares summed in double, the mean cast to
+    float32, ``1.0f / sqrtf(mean + eps/d)``), then a scale by ``1.0f / sqrtf(d)``, every step
+    rounded to float32. Equal to transformers' ``x * rsqrt(sum(x**2) + eps)`` only where the
+    roundings happen to agree: the magnitudes below are chosen where they do."""
+    f = np.float32
+    x = np.asarray(x, dtype=np.float32)
+    d = x.shape[-1]
+    sq = (x * x).astype(np.float64).sum(-1, keepdims=True)
+    mean = (sq / d).astype(np.float32)
+    r = (f(1.0) / np.sqrt(mean + f(f(eps) / f(d)))).astype(np.float32)
+    y = (x * r).astype(np.float32)
+    return (y * (f(1.0) / np.sqrt(f(d)))).astype(np.float32)
+
+
+def _unit_key(m: float, head_k_dim: int) -> bool:
+    """Does a one-hot key entry of magnitude ``m`` l2-normalise to exactly 1.0 in transformers
+    (float32 and bfloat16) and in llama.cpp's two-step form?"""
+    for dtype in _DTYPES:
+        x = torch.zeros(1, head_k_dim, dtype=dtype)
+        x[0, 0] = m
+        if qm.l2norm(x, dim=-1, eps=1e-6)[0, 0].item() != 1.0:
+            return False
+    one_hot = np.zeros((1, head_k_dim), dtype=np.float32)
+    one_hot[0, 0] = m
+    return float(two_step_l2norm(one_hot)[0, 0]) == 1.0
+
+
+@functools.lru_cache(maxsize=None)
+def key_magnitude(head_k_dim: int, base: float) -> float:
+    """The magnitude of a key entry (``base``: ADDRESS_MAGNITUDE or MATCH_MAGNITUDE) for key heads of
+    ``head_k_dim``: ``base`` itself where it normalises to exactly 1 everywhere (d_k a power of 4),
+    else the smallest bfloat16 number above it that does (d_k = 128: llama.cpp's two-step l2norm
+    gives 0.99999994 for every power of two; 68.5 and 137 give 1.0 on every path)."""
+    for m in _bf16_values(base, 4 * base).tolist():
+        if _unit_key(m, head_k_dim):
+            return m
+    raise Netlist2TFError(f"no key magnitude in [{base:g}, {4 * base:g}) normalises to exactly 1 for "
+                          f"linear_key_head_dim={head_k_dim} in transformers and llama.cpp")
+
+
+def _two_step_query(main: float, dummy: float | None, head_k_dim: int) -> float:
+    """The read's scale per stored unit as llama.cpp computes it: the two-step l2norm of the query
+    (main entry, dummy entry), then the delta rule's output scale ``1.0f / sqrtf(d)``."""
+    q = np.zeros((1, head_k_dim), dtype=np.float32)
+    q[0, 0] = main
+    if dummy is not None:
+        q[0, head_k_dim - 1] = dummy
+    f = np.float32
+    return float(f(two_step_l2norm(q)[0, 0] * (f(1.0) / np.sqrt(f(head_k_dim)))))
+
+
 def _calibration(main: float, dummy: float | None, scale: float) -> ReadCalibration:
     """V is the power of two that puts the read level scale * V in (128, 256]."""
     value = 2.0 ** math.floor(math.log2(256.0 / scale))
@@ -279,7 +335,8 @@ def calibrate_read(head_k_dim: int) -> ReadCalibration:
     one_hot[0, 0] = ADDRESS_MAGNITUDE
     qc, qr = _scaled_query(one_hot, head_k_dim)
     s = qc[0, 0].item()
-    if qc[0, 0] == qr[0, 0] and _significant_bits(qc[:, 0]).item() == 1:
+    if (qc[0, 0] == qr[0, 0] and _significant_bits(qc[:, 0]).item() == 1
+            and _two_step_query(ADDRESS_MAGNITUDE, None, head_k_dim) == s):
         cal = _calibration(ADDRESS_MAGNITUDE, None, s)
         if _read_is_exact(cal, head_k_dim):
             return cal
@@ -292,6 +349,9 @@ def calibrate_read(head_k_dim: int) -> ReadCalibration:
     bits = _significant_bits(qc)
     ok = (qc == qr) & (bits <= MAX_READ_BITS)
     order = sorted(ok.nonzero().flatten().tolist(), key=lambda i: (bits[i].item(), main[i].item()))
+    # llama.cpp normalises in two steps and scales the delta rule's output, not the query: the same
+    # read scale there too (the stored values are V, a power of two, so V * q is exact on every path)
+    order = [i for i in order if _two_step_query(main[i].item(), dummy[i].item(), head_k_dim) == qc[i].item()]
     for i in order[:32]:
         cal = _calibration(main[i].item(), dummy[i].item(), qc[i].item())
         if _read_is_exact(cal, head_k_dim):
@@ -561,10 +621,10 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         _count_matches(wq, read_match, one)
         q_tap[:n] = q_mag
     if write_addr is not None:
-        wk[slots, torch.tensor(write_addr)] = ADDRESS_MAGNITUDE
+        wk[slots, torch.tensor(write_addr)] = key_magnitude(dk, ADDRESS_MAGNITUDE)
     else:
         _count_matches(wk, write_match, one)
-        k_tap[:n] = MATCH_MAGNITUDE
+        k_tap[:n] = key_magnitude(dk, MATCH_MAGNITUDE)
     if read_match is not None and cal.query_dummy is not None:
         wq[dk - 1, one] = 1
         q_tap[dk - 1] = cal.query_dummy

@@ -32,8 +32,9 @@ def open_checkpoint(folder, dtype=None, executor: str = "stock", prefix=(), inte
                     log=None) -> Opened:
     """Open the checkpoint ``folder`` (written by ``netlist2tf compile`` or ``netlist2tf merge``).
 
-    ``executor``: "stock" (transformers' own forward) or "fast" (``netlist2tf.run.fast``: the same
-    weights computed sparsely). The fast executor runs trace-only prompts of the checkpoints it can
+    ``executor``: "stock" (transformers' own forward), "fast" (``netlist2tf.run.fast``: the same
+    weights computed sparsely) or "llama.cpp" (the folder exported to GGUF, cached, and run by llama.cpp:
+    ``netlist2tf.serve``). The fast executor runs trace-only prompts of the checkpoints it can
     run; otherwise (base-vocabulary text in the prompt, weights it cannot run exactly) the checkpoint
     runs stock, and ``log`` gets one line saying why. ``prefix`` (base-vocabulary tokens before the
     trace) and ``interludes`` ({trace position: tokens}) need a merged checkpoint, as does ``text``
@@ -47,6 +48,8 @@ def open_checkpoint(folder, dtype=None, executor: str = "stock", prefix=(), inte
     if text and not merged:
         raise Netlist2TFError(f"base-vocabulary text in the trace needs a merged checkpoint: {folder} is not one "
                               f"(make one with `netlist2tf merge`)")
+    if executor == "llama.cpp":
+        return Opened(*load_llama_checkpoint(folder, dtype, prefix, interludes, log), "llama.cpp")
     if executor == "fast":
         try:
             if text:
@@ -113,3 +116,24 @@ def load_fast_checkpoint(folder, dtype=None):
         raise Netlist2TFError(f"{folder}: the model's vocabulary ({trace.vocab_size}) does not match its "
                               f"trace protocol ({protocol.vocab_size}); recompile it")
     return trace, protocol, netlist, meta["initial_registers"], meta
+
+
+def load_llama_checkpoint(folder, dtype=None, prefix=(), interludes=None, log=None):
+    """``emit.load_checkpoint``'s tuple with the model run by llama.cpp (``netlist2tf.serve.LlamaTrace``
+    on the folder's GGUF export, made once and cached in the build folder). llama.cpp runs the float32
+    file: another dtype is refused (llama.cpp rounds activations to the weights' type)."""
+    from netlist2tf.checkpoint import read_checkpoint
+    from netlist2tf.serve import LlamaTrace, cached_gguf, llama_available
+
+    if dtype is not None and dtype_name(dtype) != "float32":
+        raise Netlist2TFError(f"the llama.cpp engine runs the float32 GGUF export only (not {dtype_name(dtype)}): "
+                              f"llama.cpp rounds activations to the weights' type before every product")
+    why = llama_available()
+    if why:
+        raise Netlist2TFError(why)
+    path = cached_gguf(folder, log)
+    if is_merged(folder):
+        return load_merged(folder, None, prefix, interludes=interludes,
+                           model=lambda f, d: LlamaTrace(path, config_folder=f))[:5]
+    protocol, netlist, meta = read_checkpoint(folder)
+    return LlamaTrace(path, config_folder=folder), protocol, netlist, meta["initial_registers"], meta
