@@ -117,12 +117,19 @@ def _configured_engine(args):
     engine = _engine(args.engine)
     batch, token_by_token = getattr(args, "batch", None), getattr(args, "token_by_token", False)
     if args.engine != "model" and (args.dtype or batch or token_by_token or args.teacher_forced or args.threads
-                                   or args.plain or args.checkpoint or args.executor or args.text_prefix):
+                                   or args.plain or args.checkpoint or args.executor or args.text_prefix
+                                   or getattr(args, "server", None)):
         raise InputError("--dtype, --batch, --plain, --token-by-token, --teacher-forced, --threads, "
-                         "--checkpoint, --executor and --text-prefix are options of --engine model")
+                         "--checkpoint, --executor, --server and --text-prefix are options of --engine model")
     if args.text_prefix and not args.checkpoint:
         raise InputError("--text-prefix puts text before the program's trace in a merged model: give the merged "
                          "checkpoint with --checkpoint (make one with `netlist2tf merge`)")
+    if getattr(args, "server", None) is not None:
+        if not args.checkpoint or args.executor or args.teacher_forced or args.dtype or args.text_prefix:
+            raise InputError("--server runs the program on a served model by generation: give the folder it "
+                             "serves with --checkpoint (the trace side is read from it), without --executor, "
+                             "--teacher-forced, --dtype or --text-prefix")
+        args.executor = args.server
     if args.executor in ("fast", "llama.cpp") and args.threads is not None:
         raise InputError(f"--threads sets torch threads of the stock forward; the {args.executor} executor chooses "
                          f"its own")
@@ -148,14 +155,19 @@ def _configured_engine(args):
         import functools
         # the fast executor generates faster than speculative decoding verifies: it generates plainly
         decoding = ("teacher-forced" if args.teacher_forced
-                    else "plain" if plain or args.executor in ("fast", "llama.cpp") else "speculative")
+                    else "plain" if plain or args.executor in ("fast", "llama.cpp")
+                    or getattr(args, "server", None) is not None else "speculative")
         from netlist2tf.common import where_it_runs
 
         name, why = model_dtype(args.dtype)
         if args.executor == "fast" and not args.dtype:
             # the fast executor sums in float64 and stores float32: bfloat16 only adds its rounding steps
             name, why = "float32", "the fast executor's default: bfloat16 only adds rounding work there"
-        if args.executor == "llama.cpp":
+        if getattr(args, "server", None) is not None:
+            name = "float32"
+            print(f"cpu: model: the server at {args.server} (OpenAI-compatible /v1/completions, greedy), serving "
+                  f"{args.checkpoint}", file=sys.stderr)
+        elif args.executor == "llama.cpp":
             name = "float32"
             print("cpu: model: llama.cpp (the checkpoint's float32 GGUF export, made once and cached under the "
                   "build folder; greedy decoding, all of llama.cpp's threads)", file=sys.stderr)
@@ -513,6 +525,10 @@ def build_parser():
                             "cannot prove exact runs stock, with a line saying why; or llama.cpp: the checkpoint's "
                             "float32 GGUF export run by llama.cpp (needs llama-cpp-python and a checkpoint with "
                             "square DeltaNet heads, e.g. from `cpu build qwen3.5-4b`: docs/guide/serve-it.md)")
+        p.add_argument("--server", metavar="URL", default=None,
+                       help="model engine: run on the model an OpenAI-compatible server at URL serves (llama.cpp's, "
+                            "vLLM's, SGLang's), by generation through /v1/completions; --checkpoint names the folder "
+                            "it serves (docs/guide/serve-it.md)")
         p.add_argument("--checkpoint", type=path_arg, metavar="FOLDER", default=None,
                        help="model engine: run this checkpoint instead of the cached build: the compiled "
                             "CPU's folder (build/cpu-model/...) or one merged in front of a Qwen3.5 model "

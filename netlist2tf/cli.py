@@ -433,6 +433,11 @@ def cmd_verify(args) -> int:
         raise Netlist2TFError(f"--text-prefix and --text-between put base-vocabulary text in the trace: "
                               f"{args.checkpoint} is not a merged checkpoint (make one with `netlist2tf merge`)")
     prefix = text_prefix_tokens(args.checkpoint, args.text_prefix, args.seed) if args.text_prefix else ()
+    if args.server is not None:
+        if args.teacher_forced or args.executor != "stock" or args.dtype != "float32":
+            raise Netlist2TFError("--server checks the served model by generation: drop --teacher-forced, "
+                                  "--executor and --dtype")
+        args.executor = args.server
     model, protocol, netlist, inits, meta, args.executor = open_checkpoint(
         args.checkpoint, _dtype(args.dtype), args.executor, prefix, text=bool(args.text_between),
         log=lambda msg: print(f"netlist2tf: {msg}", file=sys.stderr))
@@ -485,7 +490,9 @@ def _check_verify_memory(args, model, protocol) -> None:
     from netlist2tf.run import memory_needed
 
     avail = available_memory()
-    if avail is None or args.executor == "fast":       # the fast executor keeps no growing cache
+    # the fast executor keeps no growing cache; a server's memory is the server's; llama.cpp allocates its
+    # context at the start (and says so when it cannot)
+    if avail is None or args.executor in ("fast", "server", "llama.cpp"):
         return
 
     def need(cycles):
@@ -650,6 +657,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "non-zero entries, one position at a time: docs/design/fast.md), or llama.cpp (the "
                         "checkpoint's float32 GGUF export, made once and cached; needs llama-cpp-python: "
                         "docs/guide/serve-it.md)")
+    p.add_argument("--server", metavar="URL", default=None,
+                   help="check the model an OpenAI-compatible server at URL serves (llama.cpp's, vLLM's, SGLang's: "
+                        "it must serve this checkpoint, e.g. its `export-gguf` file), by generation through "
+                        "/v1/completions; the trace side is read from the folder (docs/guide/serve-it.md)")
     p.add_argument("--text-prefix", type=count(0, 1 << 20, "--text-prefix"), default=0, metavar="N",
                    help="merged checkpoints: put N random base-vocabulary tokens (seeded) before the trace")
     p.add_argument("--text-between", type=_cycle_tokens, action="append", default=[], metavar="CYCLE:N",

@@ -34,7 +34,9 @@ def open_checkpoint(folder, dtype=None, executor: str = "stock", prefix=(), inte
 
     ``executor``: "stock" (transformers' own forward), "fast" (``netlist2tf.run.fast``: the same
     weights computed sparsely) or "llama.cpp" (the folder exported to GGUF, cached, and run by llama.cpp:
-    ``netlist2tf.serve``). The fast executor runs trace-only prompts of the checkpoints it can
+    ``netlist2tf.serve``), or the address of an OpenAI-compatible server that serves the folder
+    ("http://HOST:PORT": ``netlist2tf.serve.ServerTrace`` drives it by the token names; Opened.executor
+    is then "server"). The fast executor runs trace-only prompts of the checkpoints it can
     run; otherwise (base-vocabulary text in the prompt, weights it cannot run exactly) the checkpoint
     runs stock, and ``log`` gets one line saying why. ``prefix`` (base-vocabulary tokens before the
     trace) and ``interludes`` ({trace position: tokens}) need a merged checkpoint, as does ``text``
@@ -48,6 +50,11 @@ def open_checkpoint(folder, dtype=None, executor: str = "stock", prefix=(), inte
     if text and not merged:
         raise Netlist2TFError(f"base-vocabulary text in the trace needs a merged checkpoint: {folder} is not one "
                               f"(make one with `netlist2tf merge`)")
+    if executor not in ("stock", "fast", "llama.cpp") and not executor.startswith(("http://", "https://")):
+        raise Netlist2TFError(f"executor {executor!r}: use stock, fast, llama.cpp, or a server's address as "
+                              f"http://HOST:PORT")
+    if executor.startswith(("http://", "https://")):
+        return Opened(*load_server_checkpoint(folder, executor, text or bool(prefix or interludes)), "server")
     if executor == "llama.cpp":
         return Opened(*load_llama_checkpoint(folder, dtype, prefix, interludes, log), "llama.cpp")
     if executor == "fast":
@@ -137,3 +144,21 @@ def load_llama_checkpoint(folder, dtype=None, prefix=(), interludes=None, log=No
                            model=lambda f, d: LlamaTrace(path, config_folder=f))[:5]
     protocol, netlist, meta = read_checkpoint(folder)
     return LlamaTrace(path, config_folder=folder), protocol, netlist, meta["initial_registers"], meta
+
+
+def load_server_checkpoint(folder, url: str, text: bool = False):
+    """``emit.load_checkpoint``'s tuple with the model an OpenAI-compatible server at ``url`` that serves
+    the folder (``netlist2tf.serve.ServerTrace``): the trace side (protocol, netlist, registers) is read
+    from the folder, the tokens come from the server. Trace-only prompts (base-vocabulary text has no
+    names a server reads back), float32 (what the server runs is its own)."""
+    from netlist2tf.checkpoint import read_checkpoint
+    from netlist2tf.serve import ServerTrace, token_names
+
+    if text:
+        raise Netlist2TFError("base-vocabulary text in the trace cannot go through a server's text protocol: "
+                              "drop --text-prefix/--text-between with --server")
+    names = token_names(folder)
+    if is_merged(folder):
+        return load_merged(folder, None, model=lambda f, d: ServerTrace(url, names, config_folder=f))[:5]
+    protocol, netlist, meta = read_checkpoint(folder)
+    return ServerTrace(url, names, config_folder=folder), protocol, netlist, meta["initial_registers"], meta

@@ -134,10 +134,12 @@ def text_tensors(names, get, text: dict):
     return out
 
 
-def vocabulary(folder: Path, vocab_size: int) -> dict:
+def vocabulary(folder: Path, vocab_size: int, plain=range(0)) -> dict:
     """The GGUF tokenizer of a checkpoint folder: {"model", "pre", "tokens", "types", "merges",
     "eos", "template", "notes"}. Ids with no token in tokenizer.json (a model vocabulary padded past
-    the tokenizer's) become unused tokens."""
+    the tokenizer's) become unused tokens. ``plain``: ids that are user-defined tokens even where the
+    tokenizer calls them special (a merged folder's trace tokens: llama.cpp prints a user-defined
+    token's text in a completion and drops a control token's)."""
     import gguf
 
     notes = []
@@ -168,7 +170,8 @@ def vocabulary(folder: Path, vocab_size: int) -> dict:
         i = added["id"]
         if 0 <= i < vocab_size:
             tokens[i] = added["content"]
-            types[i] = gguf.TokenType.CONTROL if added.get("special") else gguf.TokenType.USER_DEFINED
+            types[i] = (gguf.TokenType.CONTROL if added.get("special") and i not in plain
+                        else gguf.TokenType.USER_DEFINED)
     for i, t in enumerate(tokens):
         if t is None:
             tokens[i] = f"[PAD{i}]"
@@ -186,6 +189,22 @@ def vocabulary(folder: Path, vocab_size: int) -> dict:
     eos_id = tokens.index(eos) if eos in tokens else None
     return {"model": "gpt2", "pre": pre, "tokens": tokens, "types": types, "merges": merges, "eos": eos_id,
             "template": template, "notes": notes}
+
+
+def trace_ids(folder) -> range:
+    """The ids of a merged folder's trace tokens (merge.json), an empty range for a compiled one."""
+    folder = Path(folder)
+    if not (folder / "merge.json").is_file():
+        return range(0)
+    info = json.loads((folder / "merge.json").read_text())
+    return range(info["trace_token_offset"], info["trace_token_offset"] + info["trace_vocab_size"])
+
+
+def token_names(folder) -> list:
+    """Every token id's text as the GGUF export writes it (what a server prints for the token)."""
+    folder = Path(folder)
+    size = _text_config(json.loads((folder / "config.json").read_text()))["vocab_size"]
+    return vocabulary(folder, size, trace_ids(folder))["tokens"]
 
 
 def _split_regex(pre) -> str | None:
@@ -285,7 +304,7 @@ def export_gguf(folder, out, log=None, force: bool = False) -> dict:
     size = sum(a.nbytes for _, a in tensors)
     check_room(out, size, "--out")
     vocab_size = text["vocab_size"]
-    vocab = vocabulary(folder, vocab_size)
+    vocab = vocabulary(folder, vocab_size, trace_ids(folder))
     notes += vocab["notes"]
 
     log(f"writing {len(tensors)} tensors ({size / 1e9:.2f} GB, float32) to {out}")

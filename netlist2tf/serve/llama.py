@@ -21,13 +21,16 @@ import numpy as np
 from netlist2tf.common import Netlist2TFError
 
 POSITIONS = 1 << 16          # positions a row may hold by default (the KV cache is allocated for them)
+POSITIONS_ENV = "NETLIST2TF_LLAMA_POSITIONS"     # another default, for longer runs
 BATCH = 512                  # tokens per llama_decode call when feeding
 
 
 def llama_available() -> str | None:
     """None where llama-cpp-python imports, else why not (with the install command)."""
+    import importlib
+
     try:
-        import llama_cpp  # noqa: F401
+        importlib.import_module("llama_cpp")
     except ImportError as exc:
         return (f"llama-cpp-python is not installed ({exc}); install it with `pip install "
                 f"'netlist2tf[llama]'` (it builds llama.cpp from source: several minutes)")
@@ -128,8 +131,9 @@ class LlamaCache:
                 if not 0 <= tok < V:
                     raise Netlist2TFError(f"token {tok} is outside the model's vocabulary of {V}")
                 if self.fed[row] >= self.positions:
-                    raise Netlist2TFError(f"batch row {row} needs more than {self.positions} positions; give the "
-                                          f"llama.cpp engine a longer context")
+                    raise Netlist2TFError(f"batch row {row} needs more than the {self.positions:,} positions the "
+                                          f"llama.cpp engine holds a row; set {POSITIONS_ENV} to more (its key/value "
+                                          f"cache is allocated for them at the start)")
                 b.token[j] = tok
                 b.pos[j] = self.fed[row]
                 b.n_seq_id[j] = 1
@@ -160,9 +164,14 @@ class LlamaTrace:
 
     generates = True
 
-    def __init__(self, path, positions: int = POSITIONS, threads: int | None = None, config_folder=None):
+    def __init__(self, path, positions: int | None = None, threads: int | None = None, config_folder=None):
         self.model = LlamaModel(path, threads)
         self.vocab_size = self.model.vocab_size
+        if positions is None:
+            text = os.environ.get(POSITIONS_ENV, str(POSITIONS))
+            if not text.isdigit() or int(text) < 1:
+                raise Netlist2TFError(f"{POSITIONS_ENV}={text!r}: give a number of positions, e.g. {POSITIONS}")
+            positions = int(text)
         self.positions = positions
         self.config_folder = config_folder
         self.dtype_name = "float32"

@@ -19,45 +19,19 @@ import torch
 from safetensors import safe_open
 
 from netlist2tf.checkpoint import emit_checkpoint
-from netlist2tf.compile import CompileSettings, Target
+from netlist2tf.compile import CompileSettings
 from netlist2tf.driver import compile_netlist
 from netlist2tf.frontend import synthesize
-from netlist2tf.merge import make_base, merge_checkpoints
 from netlist2tf.netlist import parse_netlist
 from netlist2tf.run import open_checkpoint, verify_model, verify_teacher_forced
 from netlist2tf.serve import export_gguf
+
 
 gguf = pytest.importorskip("gguf")
 llama_cpp = pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (`make test` installs it: "
                                                     "pip install -e '.[llama]')")
 
 pytestmark = pytest.mark.xdist_group("llama")
-
-QWEN_LIKE = {"model_type": "qwen3_5_text", "hidden_size": 384, "intermediate_size": 192,
-             "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 64,
-             "linear_num_key_heads": 4, "linear_num_value_heads": 8, "linear_key_head_dim": 128,
-             "linear_value_head_dim": 128, "vocab_size": 300,
-             "layer_types": ["linear_attention"] * 3 + ["full_attention"]}
-
-
-def _compile(netlist_json, folder, base):
-    compiled = compile_netlist(parse_netlist(netlist_json),
-                               CompileSettings(layers=8, target=Target.from_config_json(base, layers=8)), prove=False)
-    return emit_checkpoint(compiled, netlist_json, folder)
-
-
-@pytest.fixture(scope="module")
-def fifo(tmp_path_factory, build_dir):
-    """(compiled folder, merged folder, netlist json): the FIFO (a written memory: DeltaNet writes and
-    reads) compiled onto QWEN_LIKE's shapes, and merged in front of a random base of those shapes."""
-    root = tmp_path_factory.mktemp("llama")
-    base = make_base(root / "base", QWEN_LIKE, hidden_size=384, layers=4, intermediate_size=192, vocab_size=300,
-                     seed=3)
-    result = synthesize("hdl.examples.fifo:FIFO", "macro", build_dir)
-    folder = _compile(result.json_text, root / "fifo", base)
-    merge_checkpoints(folder, base, root / "merged")
-    return folder, root / "merged", result.json_text, base
-
 
 def _run(opened, cycles=40, batch=2, seed=0):
     return verify_model(opened.model, opened.protocol, opened.netlist, opened.initial_registers, cycles, batch, seed,
@@ -84,7 +58,7 @@ def test_the_merged_fifo_in_llama_cpp_equals_the_simulator(fifo):
     assert _run(opened, cycles=30, batch=1) is None
 
 
-def test_power_of_two_keys_are_what_llama_cpp_gets_wrong(fifo, tmp_path, monkeypatch):
+def test_power_of_two_keys_are_what_llama_cpp_gets_wrong(fifo, tmp_path, monkeypatch, onto):
     """The compiler's keys before this export existed (magnitude 64 and 128 on heads of 128) read back
     exactly in transformers but not in llama.cpp (its l2norm is an RMS norm and a scale: 0.99999994): the
     check above can fail, and the magnitudes chosen now are what makes it pass."""
@@ -99,7 +73,7 @@ def test_power_of_two_keys_are_what_llama_cpp_gets_wrong(fifo, tmp_path, monkeyp
     x[0, 0] = 64.0
     assert float(dm.two_step_l2norm(x.numpy())[0, 0]) != 1.0
     monkeypatch.setattr(dm, "key_magnitude", lambda dk, base: base)
-    old = _compile(fifo[2], tmp_path / "old", fifo[3])
+    old = onto(fifo[2], tmp_path / "old", fifo[3])
     stock = open_checkpoint(old)
     assert _run(stock, cycles=20, batch=1) is None                                # transformers: exact
     assert _run(open_checkpoint(old, executor="llama.cpp"), cycles=20, batch=1) is not None
