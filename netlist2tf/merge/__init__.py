@@ -6,6 +6,6 @@ from netlist2tf.common.lazy import public
 
 __getattr__, __dir__, __all__ = public(__name__, {
     'base': ('default_base', 'make_base', 'make_geometry_base'),
-    'merge': ('merge_checkpoints', 'merged_layout'),
+    'merge': ('MERGED_SEALED', 'merge_checkpoints', 'merged_layout'),
     'read': ('MergedTrace', 'is_merged', 'load_merged', 'text_prefix_tokens'),
 })

@@ -281,9 +281,12 @@ def export_gguf(folder, out, log=None, force: bool = False) -> dict:
                                   f"folder written by `netlist2tf compile`, `cpu build` or `netlist2tf merge`")
     merged = (folder / "merge.json").is_file()
     if merged:
-        info = read_meta(folder, "merge.json")
-        check_seal(folder, info.get("sha256"), [n for n in info.get("sealed", []) if n != "merge.json"] or
-                   ["config.json"], "merge.json")
+        from netlist2tf.merge import MERGED_SEALED
+
+        info = read_meta(folder, "merge.json")          # what load_merged checks: the sealed files
+        sealed = info.get("sealed", MERGED_SEALED)
+        check_seal(folder, info.get("sha256"), sealed if isinstance(sealed, list) and sealed else MERGED_SEALED,
+                   "merge.json")
     else:
         meta = read_meta(folder)
         check_seal(folder, meta.get("sha256"))

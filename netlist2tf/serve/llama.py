@@ -22,6 +22,7 @@ from netlist2tf.common import Netlist2TFError
 
 POSITIONS = 1 << 16          # positions a row may hold by default (the KV cache is allocated for them)
 POSITIONS_ENV = "NETLIST2TF_LLAMA_POSITIONS"     # another default, for longer runs
+THREADS_ENV = "NETLIST2TF_LLAMA_THREADS"         # llama.cpp's threads (default: every core this process may use)
 BATCH = 512                  # tokens per llama_decode call when feeding
 
 
@@ -74,7 +75,10 @@ class LlamaModel:
         if not self.handle:
             raise Netlist2TFError(f"llama.cpp could not load {self.path}" + (f": {errors[-1]}" if errors else ""))
         self.vocab_size = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.handle))
-        self.threads = threads or len(os.sched_getaffinity(0))
+        env = os.environ.get(THREADS_ENV, "")
+        if env and (not env.isdigit() or int(env) < 1):
+            raise Netlist2TFError(f"{THREADS_ENV}={env!r}: give a number of threads, e.g. 2")
+        self.threads = threads or (int(env) if env else len(os.sched_getaffinity(0)))
         self._L = L
 
     def __del__(self):

@@ -2,7 +2,12 @@
 in miniature (DeltaNet heads of 128, two value heads per key head: where llama.cpp's l2norm and head
 broadcast differ from transformers'), and merged in front of a random base of those shapes."""
 
+import os
+
 import pytest
+
+# one llama.cpp thread (its OpenMP workers spin while they wait): the suite runs two workers on two cores
+os.environ["NETLIST2TF_LLAMA_THREADS"] = "1"
 
 from netlist2tf.checkpoint import emit_checkpoint
 from netlist2tf.compile import CompileSettings, Target

@@ -157,6 +157,14 @@ def test_export_gguf_refuses_what_llama_cpp_cannot_run_and_keeps_user_files(fifo
     assert r.returncode == 2 and stat.S_ISFIFO(os.stat(pipe).st_mode)
     r = _cli("export-gguf", tmp_path / "missing", "--out", out)
     assert r.returncode == 2 and "no such checkpoint folder" in r.stderr
+    import shutil
+
+    for which in (0, 1):                          # a changed file in a compiled and in a merged folder
+        copy = shutil.copytree(fifo[which], tmp_path / f"copy{which}")
+        cfg = json.loads((copy / "config.json").read_text())
+        (copy / "config.json").write_text(json.dumps(cfg, indent=1))
+        r = _cli("export-gguf", copy, "--out", tmp_path / f"copy{which}.gguf")
+        assert r.returncode == 2 and "changed after" in r.stderr and not (tmp_path / f"copy{which}.gguf").exists()
     ours = tmp_path / "ours.gguf"
     assert _cli("export-gguf", fifo[0], "--out", ours).returncode == 0
     assert _cli("export-gguf", fifo[0], "--out", ours).returncode == 0           # our own file: replaced

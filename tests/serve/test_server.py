@@ -41,7 +41,8 @@ def served(fifo, counter, tmp_path_factory):
             log = open(root / f"{name}.log", "w")
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--n_ctx", "8192", "--type_k", "0",
-                 "--type_v", "0", "--flash_attn", "false", "--host", "127.0.0.1", "--port", str(port),
+                 "--type_v", "0", "--flash_attn", "false", "--n_threads", "1", "--n_threads_batch", "1",
+                 "--host", "127.0.0.1", "--port", str(port),
                  "--verbose", "false"], stdout=log, stderr=subprocess.STDOUT))
             urls[name] = f"http://127.0.0.1:{port}"
         for name, url in urls.items():
