@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 
 from netlist2tf.common import Netlist2TFError
+from netlist2tf.serve.llama import EngineTrace
 
 _NAME = re.compile(r"<[^<>\s]*>")
 
@@ -33,12 +34,12 @@ class ServerCache:
         self.rows = [[] for _ in range(batch)]
 
 
-class ServerTrace:
+class ServerTrace(EngineTrace):
     """The trace hosts' model over an OpenAI-compatible server at ``url`` (e.g. http://127.0.0.1:8000)
     that serves the checkpoint whose token names are ``names`` (id -> name; the GGUF export's or the
     folder's own tokenizer). ``model``: the name the server knows it by (default: the first it lists)."""
 
-    generates = True
+    what = "a served model"
 
     def __init__(self, url: str, names: list, model: str | None = None, timeout: float = 600.0,
                  config_folder=None):
@@ -48,7 +49,6 @@ class ServerTrace:
         self.names, self.timeout, self.config_folder = list(names), timeout, config_folder
         self.ids = {n: i for i, n in enumerate(self.names)}
         self.vocab_size = len(self.names)
-        self.dtype_name = "float32"
         self.requests = 0
         self.model = model or self._first_model()
 
@@ -75,27 +75,6 @@ class ServerTrace:
         if not models or "id" not in models[0]:
             raise ServerError(f"the server at {self.url} lists no model at /v1/models")
         return models[0]["id"]
-
-    @property
-    def config(self):
-        from transformers import AutoConfig
-
-        return AutoConfig.from_pretrained(self.config_folder)
-
-    @property
-    def dtype(self):
-        import torch
-        return torch.float32
-
-    def parameters(self):
-        import torch
-        yield torch.zeros(1)
-
-    def to(self, device):
-        return self
-
-    def state_dict(self):
-        raise ServerError("a served model has no state dict here; check it by generation")
 
     def new_cache(self, batch: int) -> ServerCache:
         return ServerCache(batch)

@@ -162,23 +162,16 @@ class LlamaCache:
         return out
 
 
-class LlamaTrace:
-    """llama.cpp behind the trace hosts' interface (see the module's docstring). ``path``: the GGUF
-    file; ``positions``: positions each batch row may hold."""
+class EngineTrace:
+    """What the trace hosts ask of a model that an engine outside torch runs (llama.cpp here, a server):
+    float32, the checkpoint's config read from ``config_folder`` when asked for, no state dict (a
+    check is redone, not resumed). Subclasses set ``config_folder`` and implement ``new_cache``,
+    ``generate`` (and ``__call__`` where the engine returns every position's logits)."""
 
     generates = True
-
-    def __init__(self, path, positions: int | None = None, threads: int | None = None, config_folder=None):
-        self.model = LlamaModel(path, threads)
-        self.vocab_size = self.model.vocab_size
-        if positions is None:
-            text = os.environ.get(POSITIONS_ENV, str(POSITIONS))
-            if not text.isdigit() or int(text) < 1:
-                raise Netlist2TFError(f"{POSITIONS_ENV}={text!r}: give a number of positions, e.g. {POSITIONS}")
-            positions = int(text)
-        self.positions = positions
-        self.config_folder = config_folder
-        self.dtype_name = "float32"
+    dtype_name = "float32"
+    config_folder = None
+    what = "this engine"
 
     @property
     def config(self):
@@ -196,12 +189,34 @@ class LlamaTrace:
         yield torch.zeros(1)
 
     def to(self, device):
-        if str(device) != "cpu":
-            raise Netlist2TFError("the llama.cpp engine runs on the CPU here (llama-cpp-python's CPU build)")
         return self
 
     def state_dict(self):
-        raise Netlist2TFError("the llama.cpp engine has no state dict; resume saved checks with --executor stock")
+        raise Netlist2TFError(f"{self.what} has no state dict: a check run by it is not resumable (run it again, "
+                              f"or resume with --executor stock)")
+
+
+class LlamaTrace(EngineTrace):
+    """llama.cpp behind the trace hosts' interface (see the module's docstring). ``path``: the GGUF
+    file; ``positions``: positions each batch row may hold."""
+
+    what = "the llama.cpp engine"
+
+    def __init__(self, path, positions: int | None = None, threads: int | None = None, config_folder=None):
+        self.model = LlamaModel(path, threads)
+        self.vocab_size = self.model.vocab_size
+        if positions is None:
+            text = os.environ.get(POSITIONS_ENV, str(POSITIONS))
+            if not text.isdigit() or int(text) < 1:
+                raise Netlist2TFError(f"{POSITIONS_ENV}={text!r}: give a number of positions, e.g. {POSITIONS}")
+            positions = int(text)
+        self.positions = positions
+        self.config_folder = config_folder
+
+    def to(self, device):
+        if str(device) != "cpu":
+            raise Netlist2TFError("the llama.cpp engine runs on the CPU here (llama-cpp-python's CPU build)")
+        return self
 
     def new_cache(self, batch: int) -> LlamaCache:
         return LlamaCache(self.model, batch, self.positions)
