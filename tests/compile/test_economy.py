@@ -69,7 +69,8 @@ def test_frame_cost_counts_the_simulators_tokens(build_dir):
 
 @pytest.mark.parametrize("design,layers,kinds", [
     ("tests/designs/unusual.py:SerialMultiplier", 8, {"reg"}),
-    ("tests/designs/unusual.py:GatedMachine", 8, {"reg", "write"}),
+    # both kinds at once (~80 s on this 2-core machine): the two rows around it cover each kind
+    pytest.param("tests/designs/unusual.py:GatedMachine", 8, {"reg", "write"}, marks=pytest.mark.slow),
     ("hdl.examples.regfile:RegisterFile", 4, {"write", "fold"}),
 ])
 def test_found_groups_compile_exactly(design, layers, kinds, tmp_path, build_dir, capsys):

@@ -1,4 +1,10 @@
-"""Options of the CPU tests: how many fuzzed programs the engines are compared on."""
+"""Options of the CPU tests: how many fuzzed programs the engines are compared on; the merged CPU."""
+
+import contextlib
+import io
+from pathlib import Path
+
+import pytest
 
 
 def pytest_addoption(parser):
@@ -18,3 +24,20 @@ def pytest_addoption(parser):
     parser.addoption("--model-device", default="cpu",
                      help="torch device of the teacher-forced model checks (default cpu; e.g. cuda: the "
                           "whole program table takes minutes on a GPU instead of hours)")
+
+
+@pytest.fixture(scope="session")
+def merged_cpu(tmp_path_factory):
+    """The model engine's CPU checkpoint (built once into build/cpu-model/) merged in front of the
+    embedded default base with ``netlist2tf merge``, once per test process: (the merged folder, what
+    the merge printed on stderr). Its tests run in the "cpu-model" xdist group, so one worker merges."""
+    from cpu.model_engine import build_checkpoint
+    from netlist2tf import cli as n2t
+
+    build = Path(__file__).resolve().parents[2] / "build"
+    out = tmp_path_factory.mktemp("merged-cpu") / "m"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert n2t.main(["merge", str(build_checkpoint(build_dir=build)), "--build-dir", str(out.parent),
+                         "--out", str(out)]) == 0
+    return out, err.getvalue()

@@ -165,10 +165,11 @@ def test_forty_digit_product_cost():
     assert costs[10] < costs[20] < costs[40] < 4000, costs
 
 
-def test_calc_on_the_netlist_equals_unicorn():
-    """50 expressions: the netlist simulator of the core gives unicorn's retirement records."""
+@pytest.mark.parametrize("n", [12, pytest.param(50, marks=pytest.mark.slow)])   # 50: ~45 s here
+def test_calc_on_the_netlist_equals_unicorn(n):
+    """``n`` expressions: the netlist simulator of the core gives unicorn's retirement records."""
     image = tool_image(CALC, RAM)
-    for text, value in _cases(50, 2, max_digits=25):
+    for text, value in _cases(n, 2, max_digits=25):
         img = with_input(image, text.encode(), RAM)
         ref = run_unicorn(img, ram_size=RAM, max_steps=200_000, trace=True)
         ours = cli.ENGINES["netlist"](img, RAM, 200_000, True)
@@ -274,6 +275,7 @@ def _on_model(n, seed, digits):
         assert ours.records == ref.records and ours.halt == ref.halt
 
 
+@pytest.mark.slow          # ~75 s; the default suite runs calc on the model in the merged CPU's chat (test_chat.py)
 @pytest.mark.xdist_group("cpu-model")       # the tests that need the CPU checkpoint run on one worker
 def test_model_runs_calc_like_unicorn():
     """Three calls on the compiled CPU."""

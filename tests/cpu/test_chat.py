@@ -175,40 +175,32 @@ def test_time_limit(base, engine):
 
 
 @pytest.mark.xdist_group("cpu-model")
-def test_chat_on_the_merged_cpu(tmp_path_factory, capsys):
+def test_chat_on_the_merged_cpu(merged_cpu, tmp_path, capsys):
     """The CPU merged in front of the embedded default base: the tool calls run in the merged
     checkpoint's compiled layers (fast exact executor), and the answers equal Python's; the same
-    through `cpu chat --assistant`."""
-    from cpu.model_engine import build_checkpoint
-    from netlist2tf import cli as n2t
-    from pathlib import Path
-
-    build = Path(__file__).resolve().parents[2] / "build"
-    out = tmp_path_factory.mktemp("chat") / "m"
-    try:
-        assert n2t.main(["merge", str(build_checkpoint(build_dir=build)), "--build-dir", str(build), "--out", str(out)]) == 0
-        cases = _cases(3, 11, max_digits=20)
-        replies = iter([x for text, _ in cases for x in (_call(text), "Done.")])
-        chat = Chat(out, assistant=lambda messages, prompt: next(replies))
-        for text, value in cases:
-            chat.send(f"What is {text}?")
-            assert chat.messages[-2]["content"] == str(value)
-        assert all(r.engine == "model" and r.tokens > 1000 for r in chat.runs)
-        # a call past its time limit is stopped in the model's run (~1,000 instructions/s), and says so
-        replies = iter([_call("3^2000/3^1000"), "ok"])
-        chat.time_limit = 1.5
-        chat.send("big")
-        assert 0 < _time_limited(chat.runs[-1], 1.5) < FULL and chat.runs[-1].seconds < 10
-        script = out.parent / "script.txt"
-        script.write_text(_call("2^64 - 1") + "\n---\nIt is 18446744073709551615.\n")
-        capsys.readouterr()
-        from cpu import cli as cpu_cli
-        assert cpu_cli.main(["chat", str(out), "--assistant", str(script), "-m", "What is 2^64 - 1?"]) == 0
-        printed = capsys.readouterr()
-        assert "tool calc: 18446744073709551615\n" in printed.out and "assistant: It is" in printed.out
-        assert "trace tokens" in printed.err
-    finally:
-        shutil.rmtree(out.parent, ignore_errors=True)
+    through `cpu chat --assistant`. (More calls on the model: test_model_runs_fifty_calc_expressions_like_unicorn
+    and test_200_long_integer_calls_on_the_merged_cpu, slow.)"""
+    out = merged_cpu[0]
+    cases = _cases(1, 11, max_digits=20)
+    replies = iter([x for text, _ in cases for x in (_call(text), "Done.")])
+    chat = Chat(out, assistant=lambda messages, prompt: next(replies))
+    for text, value in cases:
+        chat.send(f"What is {text}?")
+        assert chat.messages[-2]["content"] == str(value)
+    assert all(r.engine == "model" and r.tokens > 1000 for r in chat.runs)
+    # a call past its time limit is stopped in the model's run (~1,000 instructions/s), and says so
+    replies = iter([_call("3^2000/3^1000"), "ok"])
+    chat.time_limit = 1.5
+    chat.send("big")
+    assert 0 < _time_limited(chat.runs[-1], 1.5) < FULL and chat.runs[-1].seconds < 10
+    script = tmp_path / "script.txt"
+    script.write_text(_call("2^64 - 1") + "\n---\nIt is 18446744073709551615.\n")
+    capsys.readouterr()
+    from cpu import cli as cpu_cli
+    assert cpu_cli.main(["chat", str(out), "--assistant", str(script), "-m", "What is 2^64 - 1?"]) == 0
+    printed = capsys.readouterr()
+    assert "tool calc: 18446744073709551615\n" in printed.out and "assistant: It is" in printed.out
+    assert "trace tokens" in printed.err
 
 
 @pytest.mark.slow          # the 256 KiB CPU (built once, ~20 minutes) merged; each call minutes of generation

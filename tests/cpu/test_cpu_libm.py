@@ -305,6 +305,7 @@ def _accuracy_cases(rng):
     return cases
 
 
+@pytest.mark.slow          # ~40 s of unicorn on this 2-core machine; the exact functions below stay in the default suite
 def test_transcendental_functions_within_their_ulp_bounds(tmp_path):
     cases = _accuracy_cases(random.Random(5))
     got = run_calls(tmp_path, [(fn, args) for fn, args, _, _ in cases], max_steps=150_000_000)

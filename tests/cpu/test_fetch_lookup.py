@@ -43,6 +43,7 @@ def test_fetch_lookup_plan():
         model_settings("cache")
 
 
+@pytest.mark.slow       # builds its own 64 KiB model (~2 minutes): the plan above stays in the default suite
 def test_fetch_lookup_runs_like_unicorn():           # its own model: not in the cpu-model worker's group
     """The 64 KiB CPU with its fetch by attention (built once, ~1 minute): hi.c, three hazard programs
     and 2,000 instructions of a loop that stores a new value every iteration (each store offers a key:

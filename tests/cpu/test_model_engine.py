@@ -145,7 +145,9 @@ def _teacher_forced(images, dtype=torch.float32, device="cpu", threads=1, resume
     return sum(r.tokens for r in results)
 
 
-def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
+@pytest.mark.parametrize("flags", [[], pytest.param(["--teacher-forced"], marks=pytest.mark.slow)],
+                         ids=["speculative", "teacher-forced"])  # teacher-forced ~45 s; the case table does it
+def test_cli_speculative_and_teacher_forced(model, flags, tmp_path, capsys):
     """``cpu run --engine model`` (speculative decoding, the default) and ``--teacher-forced``: hi.c's
     output, exit code and trace file equal unicorn's, with the figures on stderr."""
     from cpu.cli import main
@@ -160,19 +162,19 @@ def test_cli_speculative_and_teacher_forced(model, tmp_path, capsys):
     ref = tmp_path / "unicorn.trace"
     assert main(["run", hi, "--ram-size", str(RAM), "--trace", str(ref)]) == 10
     capsys.readouterr()
-    for flags, mode in (([], "speculative decoding: every token drafted by the netlist simulator was the "
-                             "model's greedy choice"),
-                        (["--teacher-forced"], "teacher-forced: every generated token checked")):
-        ours = tmp_path / f"model{len(flags)}.trace"
-        assert main(["run", hi, "--engine", "model", *flags, "--dtype", "bfloat16", "--threads", "1",
-                     "--trace", str(ours)]) == 10
-        out = capsys.readouterr()
-        assert out.out == "hi!\n"
-        assert f"{tokens} generated tokens" in out.err and f"{tokens / 28:.1f} tokens/instruction" in out.err
-        assert mode in out.err
-        assert ours.read_text() == ref.read_text() and len(ours.read_text().splitlines()) == 28
+    mode = ("teacher-forced: every generated token checked" if flags else
+            "speculative decoding: every token drafted by the netlist simulator was the model's greedy choice")
+    ours = tmp_path / "model.trace"
+    assert main(["run", hi, "--engine", "model", *flags, "--dtype", "bfloat16", "--threads", "1",
+                 "--trace", str(ours)]) == 10
+    out = capsys.readouterr()
+    assert out.out == "hi!\n"
+    assert f"{tokens} generated tokens" in out.err and f"{tokens / 28:.1f} tokens/instruction" in out.err
+    assert mode in out.err
+    assert ours.read_text() == ref.read_text() and len(ours.read_text().splitlines()) == 28
 
 
+@pytest.mark.slow          # ~55 s: two float32 runs of the whole prompt in stock transformers
 def test_speculative_falls_back_to_plain_generation(model):
     """Speculative decoding's result is the model's own greedy run even when the model departs from
     the netlist: with the LM head's rows of the write data values 0 and 1 swapped (a protocol-valid
@@ -240,8 +242,8 @@ def test_run_too_long_for_memory_is_refused(model, monkeypatch):
     with pytest.raises(Netlist2TFError, match=r"runs past 5,000 instructions .* more than the 0\.0 GB "
                                               r"available; pass a smaller --max-steps"):
         check_model_batch([spin], RAM, build_dir=BUILD)
-    (r,) = check_model_batch([spin], RAM, max_steps=100, dtype=torch.bfloat16, build_dir=BUILD)
-    assert r.halt.kind == Halt.STEP_LIMIT and r.instructions == 100
+    (r,) = check_model_batch([spin], RAM, max_steps=20, dtype=torch.bfloat16, build_dir=BUILD)
+    assert r.halt.kind == Halt.STEP_LIMIT and r.instructions == 20
 
 
 def _options(request):
@@ -299,7 +301,7 @@ def test_larger_ram_model(tmp_path_factory):
     assert checked >= 5 * 199                     # the shortest frame: 5 generated tokens
 
 
-def test_cpu_merged_in_front_of_a_qwen_model(model, tmp_path, capsys):
+def test_cpu_merged_in_front_of_a_qwen_model(merged_cpu, tmp_path, capsys):
     """The compiled CPU merged in front of the embedded random Qwen3.5 base (``netlist2tf merge``, the
     shared layout: hidden max(compiled, base) + the reserved channels, not the sum): ``cpu run
     --checkpoint MERGED`` runs hi.c with every drafted token the merged model's greedy choice over its
@@ -309,34 +311,28 @@ def test_cpu_merged_in_front_of_a_qwen_model(model, tmp_path, capsys):
     import json
     from cpu.cli import main
     from cpu.programs import PROGRAMS_BY_NAME
-    from netlist2tf import cli as n2t
 
-    folder = model[-1]
-    assert n2t.main(["merge", str(folder), "--build-dir", str(tmp_path), "--out", str(tmp_path / "m")]) == 0
-    assert "11 compiled layers in front of 4 base layers" in capsys.readouterr().err
+    merged, printed = merged_cpu
+    assert "11 compiled layers in front of 4 base layers" in printed
     hi = str(PROGRAMS_BY_NAME["hi"].path)
     ref, ours = tmp_path / "unicorn.trace", tmp_path / "merged.trace"
     assert main(["run", hi, "--ram-size", str(RAM), "--trace", str(ref)]) == 10
-    assert main(["run", hi, "--engine", "model", "--checkpoint", str(tmp_path / "m"), "--trace", str(ours)]) == 10
+    assert main(["run", hi, "--engine", "model", "--checkpoint", str(merged), "--trace", str(ours)]) == 10
     out = capsys.readouterr()
     assert out.out.endswith("hi!\n") and "speculative decoding: every token drafted" in out.err
     assert ours.read_text() == ref.read_text()
-    info = json.loads((tmp_path / "m" / "merge.json").read_text())
+    info = json.loads((merged / "merge.json").read_text())
     assert info["layout"] == "shared" and info["hidden_size"] < info["compiled"]["hidden_size"] + 256
     after = tmp_path / "after-text.trace"
-    assert main(["run", hi, "--engine", "model", "--checkpoint", str(tmp_path / "m"), "--text-prefix", "50",
+    assert main(["run", hi, "--engine", "model", "--checkpoint", str(merged), "--text-prefix", "50",
                  "--trace", str(after)]) == 10
     assert capsys.readouterr().out.endswith("hi!\n") and after.read_text() == ref.read_text()
 
 
 @pytest.fixture(scope="module")
-def merged(model, tmp_path_factory):
+def merged(merged_cpu):
     """The compiled CPU merged in front of the embedded random base (a folder)."""
-    from netlist2tf import cli as n2t
-
-    out = tmp_path_factory.mktemp("merged") / "m"
-    assert n2t.main(["merge", str(model[-1]), "--build-dir", str(out.parent), "--out", str(out)]) == 0
-    return out
+    return merged_cpu[0]
 
 
 @pytest.mark.slow          # ~2 minutes with the 64 KiB model: the default suite runs the merge and hi.c above

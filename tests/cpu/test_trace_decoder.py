@@ -107,7 +107,13 @@ def test_hazards(compiled):
     assert [d.halt.exit_code for d in decoded] == [12, 0x12347878 + 0x78, 3, 77]   # hand-checked
 
 
-@pytest.mark.parametrize("name", sorted(ISA_TESTS))
+# the M extension's long programs but one multiply and one divide under -m slow (~50 s here; the netlist
+# engine runs them all in the default suite: tests/cpu/test_cases.py)
+_SLOW_ISA = {"mulh", "mulhsu", "mulhu", "divu", "rem", "remu"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in _SLOW_ISA else n
+                                  for n in sorted(ISA_TESTS)])
 def test_isa_programs(compiled, name):
     """Every instruction's self-checking program (loads and stores of each width, console, M)."""
     img = ISA_TESTS[name]()
