@@ -188,9 +188,23 @@ class TraceProtocol:
     # the frame's generated chunks in order (``generated``), computed once: the planner asks for
     # them per vocabulary token
     _generated: tuple = dataclasses.field(init=False, repr=False, compare=False)
+    # what every frame's decoding asks, computed once: each group's parent (``_parent``), the group
+    # of each gated chunk (``group_of``), the kinds' token ranges (``fields``), the register segments
+    _tables: dict = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         object.__setattr__(self, "_generated", tuple(self._order(self.groups)))
+        per, spans, offset = 1 << self.chunk_bits, [], 0
+        for k in KINDS:
+            span = 2 * len(self.chunks_of(k)) * per
+            spans.append((k, offset, offset + span))
+            offset += span
+        group_at = {}
+        for i, g in enumerate(self.groups):
+            for k in g.chunks:
+                group_at.setdefault(tuple(k), i)
+        object.__setattr__(self, "_tables", {"parents": _parents(self.groups), "group_at": group_at,
+                                             "spans": tuple(spans), "segments": None})
 
     @property
     def memories(self) -> tuple[str, ...]:
@@ -392,7 +406,7 @@ class TraceProtocol:
 
     def _parent(self, group: int) -> int | None:
         """The group whose absence implies group ``group``'s (``_parents``)."""
-        return _parents(self.groups)[group]
+        return self._tables["parents"][group]
 
     def gate_probe(self, group: int) -> tuple[int, ...]:
         """The nets a simulator reads for group ``group``'s gate: the gate net, or a fold group's
@@ -415,10 +429,7 @@ class TraceProtocol:
 
     def group_of(self, kind_chunk) -> int | None:
         """Index in ``groups`` of the group holding chunk ``(kind, index)``; None if ungated."""
-        for i, g in enumerate(self.groups):
-            if tuple(kind_chunk) in g.chunks:
-                return i
-        return None
+        return self._tables["group_at"].get(tuple(kind_chunk))
 
     def frame_kinds(self, gates=True) -> list[tuple[str, int]]:
         """(kind, chunk) of a frame's generated tokens: ``gates`` one bool per group (or one bool for
@@ -470,12 +481,9 @@ class TraceProtocol:
         return self._candidates(0)
 
     def _base(self, kind: str, chunk: int, parity: int) -> int:
-        per = 1 << self.chunk_bits
-        offset = 0
-        for k in KINDS:
+        for k, lo, _ in self._tables["spans"]:
             if k == kind:
-                return offset + (2 * chunk + parity) * per
-            offset += 2 * len(self.chunks_of(k)) * per
+                return lo + ((2 * chunk + parity) << self.chunk_bits)
         raise ValueError(kind)
 
     def token(self, f: Field) -> int:
@@ -484,11 +492,8 @@ class TraceProtocol:
     def fields(self, tokens) -> list[Field]:
         """``field`` of each token, the kinds' token ranges computed once (a frame's decoding)."""
         per = 1 << self.chunk_bits
-        spans, offset = [], 0
-        for k in KINDS:
-            span = 2 * len(self.chunks_of(k)) * per
-            spans.append((k, offset, offset + span))
-            offset += span
+        spans = self._tables["spans"]
+        offset = spans[-1][2]
         out = []
         for token in tokens:
             for k, lo, hi in spans:
@@ -557,12 +562,13 @@ class TraceProtocol:
 
     # -- host side -----------------------------------------------------------------------------
     def _pack(self, chunks, values: dict, names) -> list[int]:
-        flat = []
+        # the values' bits one after another (each cut to its width), cut into chunks of chunk_bits
+        acc, pos = 0, 0
         for name, width in names:
-            v = int(values.get(name, 0))
-            flat += [(v >> i) & 1 for i in range(width)]
-        return [sum(b << i for i, b in enumerate(flat[s:s + self.chunk_bits]))
-                for s in range(0, len(flat), self.chunk_bits)]
+            acc |= (int(values.get(name, 0)) & ((1 << width) - 1)) << pos
+            pos += width
+        mask = (1 << self.chunk_bits) - 1
+        return [(acc >> s) & mask for s in range(0, pos, self.chunk_bits)]
 
     def _commit_tail(self, frame_parity: int, registers: dict) -> list[int]:
         """After a prompt write group when the ports come before the registers: the frame's last
@@ -726,6 +732,11 @@ class TraceProtocol:
 
     def _register_segments(self) -> list[tuple[list, list]]:
         """[(register names, their REG chunk indices)]: each register group, then the others."""
+        if self._tables["segments"] is None:
+            self._tables["segments"] = self._segments_of()
+        return self._tables["segments"]
+
+    def _segments_of(self) -> list[tuple[list, list]]:
         names = list(self.register_names)
         segs, k = [], 0
         for g in self.groups:
@@ -760,10 +771,13 @@ class TraceProtocol:
         return writes
 
     def _unpack(self, chunk_values, names) -> dict:
-        bits = [(v >> i) & 1 for v in chunk_values for i in range(self.chunk_bits)]
+        # each chunk's low chunk_bits bits one after another, cut into the names' widths
+        mask, acc = (1 << self.chunk_bits) - 1, 0
+        for k, v in enumerate(chunk_values):
+            acc |= (v & mask) << (k * self.chunk_bits)
         out, pos = {}, 0
         for name, width in names:
-            out[name] = sum(b << i for i, b in enumerate(bits[pos:pos + width]))
+            out[name] = (acc >> pos) & ((1 << width) - 1)
             pos += width
         return out
 

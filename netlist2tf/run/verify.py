@@ -157,7 +157,12 @@ def expected_tokens(protocol, netlist, initial_registers: dict, cycles: int, bat
 
 def _lane(v, row: int) -> int:
     """Batch row ``row`` of a simulator value (an int, or one value per row / one for all)."""
-    arr = np.asarray(v, dtype=object).reshape(-1)
+    if isinstance(v, np.ndarray):              # the simulator's usual value: no copy
+        arr = v.reshape(-1)
+    elif isinstance(v, (int, np.integer)):
+        return int(v)
+    else:
+        arr = np.asarray(v, dtype=object).reshape(-1)
     return int(arr[row] if len(arr) > 1 else arr[0])
 
 

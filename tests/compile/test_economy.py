@@ -68,7 +68,8 @@ def test_frame_cost_counts_the_simulators_tokens(build_dir):
 
 
 @pytest.mark.parametrize("design,layers,kinds", [
-    ("tests/designs/unusual.py:SerialMultiplier", 8, {"reg"}),
+    # register groups (~50 s here): under -m slow; test_compile_e2e.py compiles gated registers by hand
+    pytest.param("tests/designs/unusual.py:SerialMultiplier", 8, {"reg"}, marks=pytest.mark.slow),
     # both kinds at once (~80 s on this 2-core machine): the two rows around it cover each kind
     pytest.param("tests/designs/unusual.py:GatedMachine", 8, {"reg", "write"}, marks=pytest.mark.slow),
     ("hdl.examples.regfile:RegisterFile", 4, {"write", "fold"}),

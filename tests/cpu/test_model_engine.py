@@ -145,8 +145,10 @@ def _teacher_forced(images, dtype=torch.float32, device="cpu", threads=1, resume
     return sum(r.tokens for r in results)
 
 
-@pytest.mark.parametrize("flags", [[], pytest.param(["--teacher-forced"], marks=pytest.mark.slow)],
-                         ids=["speculative", "teacher-forced"])  # teacher-forced ~45 s; the case table does it
+# ~45 s each on this 2-core machine: the default suite runs `cpu run --checkpoint` speculatively on the
+# merged CPU (test_cpu_merged_in_front_of_a_qwen_model) and teacher-forced cases in tests/cpu/test_cases.py
+@pytest.mark.slow
+@pytest.mark.parametrize("flags", [[], ["--teacher-forced"]], ids=["speculative", "teacher-forced"])
 def test_cli_speculative_and_teacher_forced(model, flags, tmp_path, capsys):
     """``cpu run --engine model`` (speculative decoding, the default) and ``--teacher-forced``: hi.c's
     output, exit code and trace file equal unicorn's, with the figures on stderr."""

@@ -272,7 +272,7 @@ def _check_trace_end(compiled, out, info, signed):
 
 @pytest.mark.parametrize("dtype,prefill,batch,prefix", [      # token by token in bfloat16: ~40 s here
     (torch.float32, True, 2, 0), pytest.param(torch.bfloat16, False, 1, 0, marks=pytest.mark.slow),
-    (torch.float32, True, 1, 9), (torch.bfloat16, True, 1, 5)])
+    (torch.float32, True, 1, 9), pytest.param(torch.bfloat16, True, 1, 5, marks=pytest.mark.slow)])
 def test_trace_on_the_merged_model(merged, dtype, prefill, batch, prefix):
     """The compiled design inside the merged model equals the netlist simulator on every output and
     register, choosing among the whole vocabulary (base tokens included), also after text."""
