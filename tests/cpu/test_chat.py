@@ -2,8 +2,6 @@
 firmware, every answer equals Python's exact result, the responses are in the template's format and
 tokenized by the base's tokenizer; bad calls come back as errors and the conversation goes on."""
 
-import json
-import random
 import re
 import shutil
 

@@ -16,7 +16,6 @@ import pytest
 
 from netlist2tf.common.errors import Netlist2TFError
 from netlist2tf.netlist.graph import keep_outputs
-from netlist2tf.compile.protocol import TraceProtocol
 from netlist2tf.sim.simulator import TableStimulus
 from netlist2tf.run.verify import expected_tokens
 
