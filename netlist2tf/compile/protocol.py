@@ -63,7 +63,6 @@ each chunk, for each parity, the 2**chunk_bits values: ``id = base(kind, chunk, 
 """
 
 import dataclasses
-import functools
 import json
 from dataclasses import dataclass
 
@@ -159,11 +158,9 @@ def _ports_first(groups) -> bool:
     return any(g.kind in ("write", "fold") for g in groups)
 
 
-@functools.lru_cache(maxsize=64)
 def _parents(groups: tuple) -> tuple:
     """Per group, the group whose absence implies its own (a fold group's: the previous fold of its
-    port, or the port's write group), else None; computed once per protocol's groups (every frame
-    asks)."""
+    port, or the port's write group), else None; computed once per protocol (``_tables``)."""
     out = []
     for k, g in enumerate(groups):
         out.append(None if g.kind != "fold" else
@@ -204,7 +201,7 @@ class TraceProtocol:
             for k in g.chunks:
                 group_at.setdefault(tuple(k), i)
         object.__setattr__(self, "_tables", {"parents": _parents(self.groups), "group_at": group_at,
-                                             "spans": tuple(spans), "segments": None})
+                                             "spans": tuple(spans), "segments": self._segments_of()})
 
     @property
     def memories(self) -> tuple[str, ...]:
@@ -732,8 +729,6 @@ class TraceProtocol:
 
     def _register_segments(self) -> list[tuple[list, list]]:
         """[(register names, their REG chunk indices)]: each register group, then the others."""
-        if self._tables["segments"] is None:
-            self._tables["segments"] = self._segments_of()
         return self._tables["segments"]
 
     def _segments_of(self) -> list[tuple[list, list]]:
