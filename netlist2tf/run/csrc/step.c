@@ -135,11 +135,22 @@ typedef struct {
     int64_t n_active;
     int32_t *kcount, *qcount;            /* per key head: non-zero entries of the key / query */
     int64_t *ksum, *qsum;                /* and the sum of their indices (the index when there is one) */
-    float *rec;                          /* nv x dk x dv */
+    float *rec;                          /* dk x nv x dv: a key row of every head together (a read
+                                            or write touches one row of a key head's value heads) */
     int32_t *prev_qi;                    /* per value head: the query index and value read last position */
     float *prev_qv;
     uint8_t *zdirty;                     /* per value head, scratch */
     uint8_t *written;                    /* per value head: its state was ever written (may be non-zero) */
+    uint8_t *decay_ok;                   /* per value head: written, and its decay checked exact for the
+                                            current a (cleared when a changes) */
+    uint8_t *vstale;                     /* per value head: its value changed since its last write */
+    uint8_t *wnoop;                      /* per value head: its last write changed no bit of its state */
+    int8_t *wn;                          /* ... that write's key entries (0 to 2), rows, values, beta */
+    int32_t *wki;
+    float *wkn, *wbeta;
+    float *pcore;                        /* per value head: the read (nv x dv) its output was last computed
+                                            from, before the gated norm */
+    uint8_t *cvalid;                     /* ... 1 once computed */
     prod_t v;                            /* a checked-silent attention layer: v_proj of its input norm */
     prod_t aq, ak, av, ao;               /* kind 3: the projections */
     vec_t attn;                          /* kind 3: the gated attention output, nh x hd */
@@ -307,6 +318,17 @@ row_t *n2t_row_new(const model_t *m)
             R->prev_qv = row_alloc(r, L->nv, sizeof(float));
             R->zdirty = row_alloc(r, L->nv, 1);
             R->written = row_alloc(r, L->nv, 1);
+            R->decay_ok = row_alloc(r, L->nv, 1);
+            R->vstale = row_alloc(r, L->nv, 1);
+            R->wnoop = row_alloc(r, L->nv, 1);
+            R->wn = row_alloc(r, L->nv, 1);
+            R->wki = row_alloc(r, 2 * L->nv, sizeof(int32_t));
+            R->wkn = row_alloc(r, 2 * L->nv, sizeof(float));
+            R->wbeta = row_alloc(r, L->nv, sizeof(float));
+            R->pcore = row_alloc(r, L->nv * L->dv, sizeof(float));
+            R->cvalid = row_alloc(r, L->nv, 1);
+            ok = ok && R->decay_ok && R->vstale && R->wnoop && R->wn && R->wki && R->wkn && R->wbeta && R->pcore &&
+                 R->cvalid;
             ok = ok && R->written && R->window && R->active && R->kcount && R->qcount && R->ksum && R->qsum && R->rec &&
                  R->prev_qi && R->prev_qv && R->zdirty;
             if (ok) {
@@ -670,7 +692,7 @@ static inline void count(int32_t *cnt, int64_t *sum, int64_t head, int64_t i, fl
 static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const vec_t *x)
 {
     const int64_t bf = m->bf16, K = L->K, nv = L->nv, dk = L->dk, dv = L->dv;
-    const int64_t key_dim = L->nk * dk, group = nv / L->nk;
+    const int64_t key_dim = L->nk * dk, group = nv / L->nk, rs = nv * dv;
     int st;
     if ((st = product(m, li, &L->qkv, &R->qkv, x)) || (st = product(m, li, &L->z, &R->z, x)) ||
         (st = product(m, li, &L->ab, &R->ab, x)))
@@ -719,7 +741,13 @@ static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const v
             count(R->qcount, R->qsum, c / dk, c % dk, mx->old[k], mx->v[c]);
         else if (c < 2 * key_dim)
             count(R->kcount, R->ksum, (c - key_dim) / dk, (c - key_dim) % dk, mx->old[k], mx->v[c]);
+        else
+            R->vstale[(c - 2 * key_dim) / dv] = 1;
     }
+    const vec_t *abo = &R->ab.out;
+    for (int64_t k = 0; k < abo->n; k++)               /* a changed: its decay is checked again */
+        if (abo->idx[k] < nv)
+            R->decay_ok[abo->idx[k]] = 0;
     const float *q = mx->v, *kk = mx->v + key_dim, *v = mx->v + 2 * key_dim, *ab = R->ab.out.v;
     const float sqrt_dk = (float)sqrt((double)dk);    /* query / dk ** 0.5 */
     const int64_t nk = L->nk;
@@ -750,7 +778,7 @@ static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const v
         /* The decay matters only to a state that was ever written (a zero state times any finite
          * decay is zero: a merged model's base layers on a trace), beta only to a write (a zero key
          * adds k * delta = 0). Where they matter they must be exact: */
-        if (R->written[h]) {
+        if (R->written[h] && !R->decay_ok[h]) {            /* once per value of a */
             float t = a + L->dt_bias[h], sp;              /* softplus(a.float() + dt_bias) */
             if (t > 20.0f) sp = t;
             else if (t <= -104.0f) sp = 0.0f;
@@ -758,6 +786,7 @@ static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const v
             float g = L->neg_exp_a[h] * sp;
             if (g != 0.0f)                                 /* exp(g) must be exactly 1 */
                 return fail(m, li, E_DECAY, g);
+            R->decay_ok[h] = 1;
         }
         float beta = 0.0f;                                 /* b.sigmoid() */
         if (nkh) {
@@ -765,21 +794,44 @@ static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const v
             else if (bb <= -90.0f) beta = 0.0f;
             else if (bb == 0.0f) beta = 0.5f;
             else return fail(m, li, E_SIGMOID, bb);
+            if (!R->written[h])
+                R->decay_ok[h] = 0;                        /* next position checks its decay */
             R->written[h] = 1;
         }
-        float *S = R->rec + h * dk * dv;
+        float *S = R->rec + h * dv;                       /* row i of head h: S[i * rs] */
         const float *vh = v + h * dv;
         int hit = 0;                                       /* the write changes a row the query reads */
-        if (nkh) {                                         /* the rule on the key's (one or two) rows */
+        /* A write is a function of the key's rows of the state, the key, beta and the value only, and
+         * nothing else changes the state: a write with the inputs of the head's last write, which
+         * changed no bit, and no value change since, changes nothing either (skipped). */
+        int same = nkh && R->wnoop[h] && !R->vstale[h] && R->wn[h] == nkh && R->wbeta[h] == beta;
+        for (int e = 0; same && e < nkh; e++)
+            same = R->wki[2 * h + e] == ki[e] && R->wkn[2 * h + e] == kn[e];
+        if (nkh && !same) {                                /* the rule on the key's (one or two) rows */
+            uint32_t changed = 0;
             for (int64_t j = 0; j < dv; j++) {
-                float kv_mem = S[ki[0] * dv + j] * kn[0];
+                float kv_mem = S[ki[0] * rs + j] * kn[0];
                 if (nkh == 2)                              /* two terms: the same sum in any order */
-                    kv_mem = kv_mem + S[ki[1] * dv + j] * kn[1];
+                    kv_mem = kv_mem + S[ki[1] * rs + j] * kn[1];
                 const float delta = (vh[j] - kv_mem) * beta;
-                for (int e = 0; e < nkh; e++)
-                    S[ki[e] * dv + j] = S[ki[e] * dv + j] + kn[e] * delta;
+                for (int e = 0; e < nkh; e++) {
+                    const float was = S[ki[e] * rs + j], now = was + kn[e] * delta;
+                    uint32_t bw, bn;
+                    memcpy(&bw, &was, 4);
+                    memcpy(&bn, &now, 4);
+                    changed |= bw ^ bn;
+                    S[ki[e] * rs + j] = now;
+                }
             }
-            for (int e = 0; e < nkh; e++)
+            R->wnoop[h] = changed == 0;
+            R->vstale[h] = 0;
+            R->wn[h] = (int8_t)nkh;
+            R->wbeta[h] = beta;
+            for (int e = 0; e < nkh; e++) {
+                R->wki[2 * h + e] = (int32_t)ki[e];
+                R->wkn[2 * h + e] = kn[e];
+            }
+            for (int e = 0; changed && e < nkh; e++)
                 for (int f = 0; f < nqh; f++)
                     hit |= ki[e] == qi[f];
         }
@@ -789,16 +841,25 @@ static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const v
             continue;                                      /* its output is last position's */
         R->prev_qi[h] = (int32_t)q0;
         R->prev_qv[h] = qv;
-        float core[dv];
+        float *core = R->pcore + h * dv;
+        uint32_t moved = !R->cvalid[h] || R->zdirty[h];
         for (int64_t j = 0; j < dv; j++) {
             float o = 0.0f;
             if (nqh) {
-                o = S[qi[0] * dv + j] * qs[0];
+                o = S[qi[0] * rs + j] * qs[0];
                 if (nqh == 2)
-                    o = o + S[qi[1] * dv + j] * qs[1];
+                    o = o + S[qi[1] * rs + j] * qs[1];
             }
-            core[j] = rnd(o, bf);
+            o = rnd(o, bf);
+            uint32_t bo, bc;
+            memcpy(&bo, &o, 4);
+            memcpy(&bc, core + j, 4);
+            moved |= bo ^ bc;
+            core[j] = o;
         }
+        if (!moved)                                        /* the read and the gate as when last computed */
+            continue;
+        R->cvalid[h] = 1;
         /* Qwen3_5RMSNormGated over the head's dv values, gate silu(z) */
         double s = 0.0;
         for (int64_t j = 0; j < dv; j++)
