@@ -328,8 +328,7 @@ row_t *n2t_row_new(const model_t *m)
             R->pcore = row_alloc(r, L->nv * L->dv, sizeof(float));
             R->cvalid = row_alloc(r, L->nv, 1);
             ok = ok && R->decay_ok && R->vstale && R->wnoop && R->wn && R->wki && R->wkn && R->wbeta && R->pcore &&
-                 R->cvalid;
-            ok = ok && R->written && R->window && R->active && R->kcount && R->qcount && R->ksum && R->qsum && R->rec &&
+                 R->cvalid && R->written && R->window && R->active && R->kcount && R->qcount && R->ksum && R->qsum && R->rec &&
                  R->prev_qi && R->prev_qv && R->zdirty;
             if (ok) {
                 memcpy(R->active, L->live, L->n_live * sizeof(int32_t));      /* the first position: all */
@@ -427,6 +426,14 @@ static inline void set(vec_t *v, int64_t i, float x)
         v->n++;
         v->v[i] = x;
     }
+}
+
+/* a float's bits (to tell -0 from +0 and compare NaNs as stored) */
+static inline uint32_t fbits(float x)
+{
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    return b;
 }
 
 /* silu where it is exact for any correct exp: x >= 18 gives x, x <= -90 gives -0, 0 gives 0 */
@@ -816,10 +823,7 @@ static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const v
                 const float delta = (vh[j] - kv_mem) * beta;
                 for (int e = 0; e < nkh; e++) {
                     const float was = S[ki[e] * rs + j], now = was + kn[e] * delta;
-                    uint32_t bw, bn;
-                    memcpy(&bw, &was, 4);
-                    memcpy(&bn, &now, 4);
-                    changed |= bw ^ bn;
+                    changed |= fbits(was) ^ fbits(now);
                     S[ki[e] * rs + j] = now;
                 }
             }
@@ -851,10 +855,7 @@ static int deltanet(model_t *m, int64_t li, const layer_t *L, lrow_t *R, const v
                     o = o + S[qi[1] * rs + j] * qs[1];
             }
             o = rnd(o, bf);
-            uint32_t bo, bc;
-            memcpy(&bo, &o, 4);
-            memcpy(&bc, core + j, 4);
-            moved |= bo ^ bc;
+            moved |= fbits(o) ^ fbits(core[j]);
             core[j] = o;
         }
         if (!moved)                                        /* the read and the gate as when last computed */
