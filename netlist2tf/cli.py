@@ -312,9 +312,9 @@ def cmd_compile(args) -> int:
         return 0
     compiled = _with_economy(args, netlist, _settings(args, target), lambda settings, eco: compile_netlist(
         netlist, settings, log=lambda msg: print(msg, file=sys.stderr), out=out, netlist_json=result.json_text,
-        dtype=_dtype(args.dtype), record={"design": args.design, "flow": args.flow, **settings.record(),
+        dtype=args.dtype, record={"design": args.design, "flow": args.flow, **settings.record(),
                                           **({"economy": eco.record()} if eco else {})},
-        force=args.force, proved=eco.proved if eco else ()))
+        force=args.force, proved=eco.proved if eco else (), build=args.build_dir))
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "

@@ -164,6 +164,37 @@ def _prove_held(model_netlist, held, log, strict: bool) -> str:
     return msg
 
 
+PLANS_KEPT, PLANS_BYTES = 16, 1 << 30      # the plan cache: the newest 16, at most 1 GiB
+
+
+def planned(netlist, settings: CompileSettings, log=None, build=None):
+    """``plan_model(netlist, settings)``, kept under BUILD/plans/ (a pickle) by the netlist, the settings
+    and netlist2tf's sources: a rebuild of a design whose netlist and settings did not change (an
+    edit elsewhere, another output folder, a dtype) reads its plan instead of scheduling it again.
+    A cache file that cannot be read is planned again; a plan that fails is not kept."""
+    import pickle
+
+    from netlist2tf.common import build_dir, prune_cache, write_file
+    from netlist2tf.compile import ModelPlan
+
+    path = build_dir(build) / "plans" / f"{_cache_key(netlist, repr(settings), 'plan')}.pickle"
+    try:
+        plan = pickle.loads(path.read_bytes())
+        if isinstance(plan, ModelPlan):
+            path.touch()                    # recently used: pruned last
+            (log or (lambda m: None))("plan: planned before for this same netlist and settings: reused")
+            return plan
+    except Exception:                       # missing, cut short, or from another version: plan again
+        pass
+    plan = plan_model(netlist, settings)
+    try:
+        write_file(path, pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL), "the plan cache")
+        prune_cache(path.parent, ".pickle", PLANS_KEPT, PLANS_BYTES)
+    except (OSError, Netlist2TFError, pickle.PicklingError, TypeError, AttributeError):
+        pass
+    return plan
+
+
 #: the peak memory of writing a model's weights and checkpoint, in float32 copies of the model (the pair
 #: model before it is folded, float64 where a weight is not a small multiple of 1/4, the file), from the
 #: 64 KiB CPU's measured peak (docs/results.md "Compiling"), so 3 and 0.5 GB more
@@ -191,14 +222,15 @@ def check_memory(plan) -> None:
 
 def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = True, strict: bool = False,
                     step=None, out=None, netlist_json: str | None = None, dtype=None, record=None,
-                    force: bool = False, proved=()):
+                    force: bool = False, proved=(), build=None):
     """Prove (``prove_gating``, unless ``prove`` is False), plan and write the weights of
     ``netlist``: the ``Compiled`` model (``netlist2tf.weights.Compiled``; its ``plan`` attached).
     With ``out``, also write it there as a checkpoint folder (``netlist2tf.checkpoint.emit_checkpoint``:
     ``netlist_json`` is the Yosys JSON it was read from, kept beside the weights; ``dtype`` the weights'
     (float32 when None); ``record`` what compile.json records of how it was made; ``force`` replaces a
     folder that is not one of ours). ``step``: called with a short description before each stage
-    (progress for long compiles). ``proved``: groups ``find_economy`` proved (not proved again)."""
+    (progress for long compiles). ``proved``: groups ``find_economy`` proved (not proved again).
+    The plan is kept for a rebuild (``planned``; ``build``: the build folder, default ``build_dir()``)."""
     from netlist2tf.weights import write_weights
 
     step = step or (lambda what: None)
@@ -206,19 +238,17 @@ def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = 
         step("proving with z3 that the gated group does not matter while its gate is 0")
         prove_gating(netlist, settings, log, strict, proved)
     step("scheduling the netlist onto the layers and planning the model")
-    plan = plan_model(netlist, settings)
+    plan = planned(netlist, settings, log, build)
     check_memory(plan)
     step(f"writing the weights ({plan.stats['parameters'] / 1e6:.0f} M parameters)")
     compiled = write_weights(plan)
     if out is not None:
-        import torch
-
         from netlist2tf.checkpoint import emit_checkpoint
 
         if netlist_json is None:
             raise ValueError("compile_netlist(out=...) needs netlist_json, the Yosys JSON the netlist was read from")
         step("writing the checkpoint")
-        emit_checkpoint(compiled, netlist_json, out, dtype or torch.float32, settings=record, force=force)
+        emit_checkpoint(compiled, netlist_json, out, dtype, settings=record, force=force)
     return compiled
 
 

@@ -105,16 +105,19 @@ def check_seal(folder, record, names=SEALED, what="compile.json") -> None:
 
 def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None, settings=None,
                     force: bool = False):
-    """Write ``compiled`` to ``folder`` in ``dtype`` (float32 when None; replaced atomically: a failed or
-    interrupted write leaves the old one; a folder that is not one of ours is refused unless
-    ``force``: netlist2tf.common.outputs)."""
-    import torch
-
-    from netlist2tf.common import quiet_transformers
-    from netlist2tf.checkpoint.hf import generation_settings, readable_register_names, token_names, write_tokenizer
+    """Write ``compiled`` to ``folder`` in ``dtype`` (float32 when None, or bfloat16: a torch dtype or
+    its name; replaced atomically: a failed or interrupted write leaves the old one; a folder that is
+    not one of ours is refused unless ``force``: netlist2tf.common.outputs). The files transformers'
+    ``save_pretrained`` would write (``model.safetensors``, ``config.json``,
+    ``generation_config.json``) are written from ``compiled.state`` directly, byte for byte the same,
+    without torch for float32."""
+    from netlist2tf.checkpoint.hf import (config_text, generation_config_text, generation_settings,
+                                          readable_register_names, token_names, write_tokenizer)
     from netlist2tf.netlist import keep_outputs, parse_netlist
 
-    dtype = dtype or torch.float32
+    dtype = str(dtype or "float32").split(".")[-1]
+    if dtype not in ("float32", "bfloat16"):
+        raise ValueError(f"a checkpoint is written in float32 or bfloat16, not {dtype}")
 
     netlist = parse_netlist(netlist_json)
     if compiled.outputs is not None:
@@ -122,10 +125,19 @@ def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None,
     signals = {f"reg:{name}": signal for name, signal in readable_register_names(netlist).items()}
 
     def write(tmp: Path):
-        model = compiled.model.to(dtype)
-        model.generation_config.update(**generation_settings(compiled.protocol))
-        with quiet_transformers():
-            model.save_pretrained(tmp)
+        if dtype == "float32":
+            from safetensors.numpy import save_file
+
+            save_file(compiled.state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        else:
+            import torch
+            from safetensors.torch import save_file
+
+            save_file({k: torch.from_numpy(a).to(torch.bfloat16) for k, a in compiled.state.items()},
+                      str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        (tmp / "config.json").write_text(config_text(compiled.plan.target, compiled.layout.hidden_size,
+                                                     compiled.protocol.vocab_size, dtype))
+        (tmp / "generation_config.json").write_text(generation_config_text(generation_settings(compiled.protocol)))
         (tmp / "trace_protocol.json").write_text(compiled.protocol.to_json(signals))
         (tmp / "netlist.json").write_text(netlist_json)
         write_tokenizer(compiled.protocol, tmp, netlist)
@@ -145,7 +157,7 @@ def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None,
                 "initial_registers": compiled.initial_registers,
                 "initial_memory": {name: {str(a): w for a, w in words.items()}
                                    for name, words in compiled.initial_memory.items()},
-                "dtype": str(dtype).split(".")[-1],
+                "dtype": dtype,
                 "outputs": None if compiled.outputs is None else list(compiled.outputs),
                 "gated": [[g, list(m)] for g, m in compiled.gated], "gated_writes": list(compiled.gated_writes),
                 **({"held": [[g, d, list(m)] for g, d, m in held]} if held else {}),
@@ -157,7 +169,7 @@ def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None,
                 "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
-    size = sum(p.numel() for p in compiled.model.parameters()) * torch.empty((), dtype=dtype).element_size()
+    size = sum(a.size for a in compiled.state.values()) * (4 if dtype == "float32" else 2)
     return write_folder(Path(folder), write, "checkpoint", force, size=size)
 
 

@@ -110,13 +110,15 @@ import functools
 import math
 import random
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
-import torch
-from transformers.models.qwen3_5 import modeling_qwen3_5 as qm
 
 from netlist2tf.common import Netlist2TFError
+from netlist2tf.gadgets.arrays import deltanet_arrays
+
+if TYPE_CHECKING:                   # for the annotations only: imported where a calibration runs
+    import torch
 
 ADDRESS_MAGNITUDE = 64.0    # one-hot key (and one-hot query when d_k is a power of 4)
 MATCH_MAGNITUDE = 128.0     # decoded key/query: silu(-128 m) == -0.0 exactly for every m >= 1
@@ -131,7 +133,62 @@ A_LOG = -200.0
 CALIBRATION_ULPS = 16       # how many float32 ulps either side of 1/rmsnorm the weight search tries
 PACKINGS = {"quarter": 4, "half": 2}   # a stored row has d_v / PACKINGS[p] non-zero entries
 MAX_READ_BITS = 8           # significant bits allowed in the scaled query (bfloat16-exact read level)
-_DTYPES = (torch.float32, torch.bfloat16)
+
+
+def _cached(fn):
+    """``fn`` (a calibration: it runs torch and transformers) remembered in the process and on disk,
+    under BUILD/calibration/, by its arguments, this file's text and the torch and transformers
+    versions that computed it: a later compile reads the constant instead of importing them. A
+    cache that cannot be read or written is computed again."""
+    import dataclasses
+    import hashlib
+    import inspect
+    import json
+    from pathlib import Path
+
+    sig = inspect.signature(fn)
+
+    @functools.lru_cache(maxsize=None)
+    def cached(*args, **kwargs):
+        from importlib.metadata import version
+
+        from netlist2tf.common import build_dir, write_file
+
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        key = json.dumps([fn.__name__, list(bound.arguments.values()), version("torch"), version("transformers"),
+                          hashlib.sha256(Path(__file__).read_bytes()).hexdigest()])
+        path = build_dir() / "calibration" / f"{hashlib.sha256(key.encode()).hexdigest()[:24]}.json"
+        try:
+            rec = json.loads(path.read_text())
+            if rec["key"] == key:
+                value = rec["value"]
+                return ReadCalibration(**value) if isinstance(value, dict) else value
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        value = fn(*args, **kwargs)
+        stored = dataclasses.asdict(value) if isinstance(value, ReadCalibration) else value
+        try:
+            write_file(path, json.dumps({"key": key, "value": stored}), "the calibration cache")
+        except (OSError, Netlist2TFError):
+            pass
+        return value
+
+    cached.__doc__ = fn.__doc__
+    cached.__wrapped__ = fn
+    return cached
+
+
+def _torch():
+    """torch and transformers' Qwen3.5 modelling code, imported where a calibration runs them (a
+    compile whose calibrations are cached imports neither)."""
+    import torch
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as qm
+
+    from netlist2tf.common import drop_kernel_notes
+
+    drop_kernel_notes()             # the reference-kernel notes are about speed; a calibration is small
+    return torch, qm, (torch.float32, torch.bfloat16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +226,7 @@ class MemorySpec:
 
 def _significant_bits(x: torch.Tensor) -> torch.Tensor:
     """Significant bits of the mantissa of each (positive, normal) float32 in ``x``."""
+    torch, qm, _DTYPES = _torch()
     m = (x.float().view(torch.int32) & 0x7FFFFF) | 0x800000
     low = m & -m
     return 24 - torch.log2(low.double()).round().long()
@@ -176,6 +234,7 @@ def _significant_bits(x: torch.Tensor) -> torch.Tensor:
 
 def _bf16_values(lo: float, hi: float) -> torch.Tensor:
     """Every bfloat16 number in [lo, hi), as float32."""
+    torch, qm, _DTYPES = _torch()
     out, e = [], math.floor(math.log2(lo))
     while 2.0 ** e < hi:
         out.append(2.0 ** e * (1 + torch.arange(128, dtype=torch.float64) / 128))
@@ -188,6 +247,7 @@ def _scaled_query(pre: torch.Tensor, head_k_dim: int) -> tuple[torch.Tensor, tor
     """The query after l2norm and scale, as the chunked and the recurrent path compute it (rows of
     ``pre`` are post-silu query vectors). Only a candidate generator: ``calibrate_read`` then runs
     the real transformers functions."""
+    torch, qm, _DTYPES = _torch()
     q = qm.l2norm(pre.float(), dim=-1, eps=1e-6)
     return q * head_k_dim ** -0.5, q / head_k_dim ** 0.5
 
@@ -198,6 +258,7 @@ def _read_cases(cal: ReadCalibration, head_k_dim: int, dtype: torch.dtype, colum
     at one position, later reads, overwrites with another and with the same word, many writes to a
     slot before one read (the partial sums that broke an inexact product), a never-written slot,
     over 161 positions (3 chunks of 64), with ``columns`` random value bits."""
+    torch, qm, _DTYPES = _torch()
     steps = [  # (write slot or None, read slot or None)
         (0, 0), (None, 0), (0, 0), (0, 0), (1, 1), (None, 0), (0, 1), (None, 2), (0, None), (None, 0),
         (1, 1), (0, 0), (0, None), (0, None), (0, 0), (0, None), (0, None), (0, None), (0, 0)]
@@ -230,6 +291,7 @@ def _real_reads(cal: ReadCalibration, head_k_dim: int, dtype: torch.dtype) -> li
     """``o`` for ``_read_cases`` through the real chunked path (prefill) and the real recurrent path
     (decode; the first token of a fresh cache takes the chunked path), with prefill chunk sizes 64
     (the module's) and 4 (so chunk boundaries fall inside the sequence)."""
+    torch, qm, _DTYPES = _torch()
     q, k, v, g, beta, _ = _read_cases(cal, head_k_dim, dtype)
     kw = dict(use_qk_l2norm_in_kernel=True)
     outs = [qm.torch_chunk_gated_delta_rule(q, k, v, g=g, beta=beta, chunk_size=c, **kw)[0]
@@ -251,6 +313,7 @@ def _real_reads(cal: ReadCalibration, head_k_dim: int, dtype: torch.dtype) -> li
 def _read_is_exact(cal: ReadCalibration, head_k_dim: int) -> bool:
     """Do all real read paths, in float32 and bfloat16, give exactly ``cal.level`` where a 1 is
     stored and exactly 0 elsewhere?"""
+    torch, qm, _DTYPES = _torch()
     for dtype in _DTYPES:
         stored = _read_cases(cal, head_k_dim, dtype)[-1]
         for o in _real_reads(cal, head_k_dim, dtype):
@@ -278,6 +341,7 @@ def two_step_l2norm(x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
 def _unit_key(m: float, head_k_dim: int) -> bool:
     """Does a one-hot key entry of magnitude ``m`` l2-normalise to exactly 1.0 in transformers
     (float32 and bfloat16) and in llama.cpp's two-step form?"""
+    torch, qm, _DTYPES = _torch()
     for dtype in _DTYPES:
         x = torch.zeros(1, head_k_dim, dtype=dtype)
         x[0, 0] = m
@@ -288,7 +352,7 @@ def _unit_key(m: float, head_k_dim: int) -> bool:
     return float(two_step_l2norm(one_hot)[0, 0]) == 1.0
 
 
-@functools.lru_cache(maxsize=None)
+@_cached
 def key_magnitude(head_k_dim: int, base: float) -> float:
     """The magnitude of a key entry (``base``: ADDRESS_MAGNITUDE or MATCH_MAGNITUDE) for key heads of
     ``head_k_dim``: ``base`` itself where it normalises to exactly 1 everywhere (d_k a power of 4),
@@ -318,7 +382,7 @@ def _calibration(main: float, dummy: float | None, scale: float) -> ReadCalibrat
     return ReadCalibration(main, dummy, scale, value, scale * value)
 
 
-@functools.lru_cache(maxsize=None)
+@_cached
 def calibrate_read(head_k_dim: int) -> ReadCalibration:
     """The query pre-activations and value magnitude that make the read exact for ``head_k_dim``.
 
@@ -329,6 +393,7 @@ def calibrate_read(head_k_dim: int) -> ReadCalibration:
     Every candidate is accepted only if the real transformers read paths (``_read_is_exact``:
     chunked and recurrent, float32 and bfloat16) return its read level exactly.
     Raises Netlist2TFError if nothing passes."""
+    torch, qm, _DTYPES = _torch()
     if head_k_dim < 2:
         raise Netlist2TFError(f"linear_key_head_dim={head_k_dim} is too small for a memory")
     one_hot = torch.zeros(1, head_k_dim)
@@ -375,6 +440,7 @@ def _norm_cases(head_v_dim: int, nonzeros: int) -> torch.Tensor:
     """Row masks the gated norm can meet: a written row has ``nonzeros`` non-zero entries (which
     ones depends on the bit pattern), a never-written row none: 4 structured and 60 random
     patterns and an empty row. (The tests check all 12,870 patterns for d_v = 16, half packing.)"""
+    torch, qm, _DTYPES = _torch()
     rng = random.Random(head_v_dim * 1000 + nonzeros)
     base = [1] * nonzeros + [0] * (head_v_dim - nonzeros)
     rows = [base, base[::-1], [int(c % 2 == 1 and c < 2 * nonzeros) for c in range(head_v_dim)],
@@ -391,6 +457,7 @@ def _norm_is_exact(level: float, mask: torch.Tensor, eps: float, weight: float) 
     """Is ``Qwen3_5RMSNormGated(weight)(o, gate=GATE)`` exactly GATE where a written row (``mask``)
     holds the read level and 0 elsewhere, in float32 and with the norm (its weight) cast to
     bfloat16, with 65, 37 and 101 rows at a time (vectorised kernels' main loop and tail)?"""
+    torch, qm, _DTYPES = _torch()
     norm = qm.Qwen3_5RMSNormGated(mask.shape[1], eps=eps)
     with torch.no_grad():
         norm.weight.fill_(weight)
@@ -406,7 +473,7 @@ def _norm_is_exact(level: float, mask: torch.Tensor, eps: float, weight: float) 
     return True
 
 
-@functools.lru_cache(maxsize=None)
+@_cached
 def calibrate_norm_weight(head_k_dim: int, head_v_dim: int, eps: float = 1e-6,
                           packing: str = "quarter") -> float:
     """The gated-norm weight w with ``w * rmsnorm(o) == 1.0`` exactly for every stored row: the
@@ -416,6 +483,7 @@ def calibrate_norm_weight(head_k_dim: int, head_v_dim: int, eps: float = 1e-6,
     Quarter packing: r = 2 exactly and w = 0.5. Half packing: r = fl32(sqrt 2) or one ulp above it
     (read level 256 or 180), and w = 0.7071068286895752 (one ulp above fl32(sqrt(1/2))) or
     0.7071067690849304. Raises Netlist2TFError if none within CALIBRATION_ULPS ulps is exact."""
+    torch, qm, _DTYPES = _torch()
     mask = _norm_cases(head_v_dim, _row_nonzeros(head_v_dim, packing))
     level = calibrate_read(head_k_dim).level
     norm = qm.Qwen3_5RMSNormGated(head_v_dim, eps=eps)
@@ -440,36 +508,25 @@ def calibrate_norm_weight(head_k_dim: int, head_v_dim: int, eps: float = 1e-6,
 # Weights
 # ----------------------------------------------------------------------------------------------
 
-def memory_capacity(module: qm.Qwen3_5GatedDeltaNet, packing: str = "quarter") -> tuple[int, int]:
-    """(slots, bits per word) one value head of ``module`` can hold with ``packing``."""
+def memory_capacity(module, packing: str = "quarter") -> tuple[int, int]:
+    """(slots, bits per word) one value head of ``module`` (a ``Qwen3_5GatedDeltaNet`` or its
+    ``gadgets.arrays.DeltaNetArrays``) can hold with ``packing``."""
     dummy = calibrate_read(module.head_k_dim).query_dummy is not None
     return module.head_k_dim - dummy, _row_nonzeros(module.head_v_dim, packing)
 
 
-def _check_module(module) -> None:
-    if not isinstance(module, qm.Qwen3_5GatedDeltaNet):
-        raise Netlist2TFError(f"the memory gadget needs a Qwen3_5GatedDeltaNet, got {type(module).__name__}")
-    if module.conv1d.bias is not None:
-        raise Netlist2TFError("the DeltaNet conv1d has a bias; the memory gadget needs none")
-    if module.activation != "silu":
-        raise Netlist2TFError(f"the DeltaNet activation is {module.activation!r}; the gadget needs silu")
-
-
-def clear_module(module: qm.Qwen3_5GatedDeltaNet, packing: str = "quarter") -> None:
-    """Zero every weight of ``module`` (a fresh module is randomly initialised) and make every head
-    inert: decay exactly 1 (dt_bias = A_log = -200), no write, no read, output exactly 0. The
-    gated-norm weight (shared by all heads) is set to its calibrated value for ``packing``."""
-    _check_module(module)
-    w = calibrate_norm_weight(module.head_k_dim, module.head_v_dim, module.norm.variance_epsilon,
-                              packing)
-    with torch.no_grad():
-        for lin in (module.in_proj_qkv, module.in_proj_z, module.in_proj_b, module.in_proj_a,
-                    module.out_proj):
-            lin.weight.zero_()
-        module.conv1d.weight.zero_()
-        module.dt_bias.fill_(DT_BIAS)
-        module.A_log.fill_(A_LOG)
-        module.norm.weight.fill_(w)
+def clear_module(module, packing: str = "quarter") -> None:
+    """Zero every weight of ``module`` (a ``Qwen3_5GatedDeltaNet``, randomly initialised when fresh,
+    or its ``DeltaNetArrays``) and make every head inert: decay exactly 1 (dt_bias = A_log = -200),
+    no write, no read, output exactly 0. The gated-norm weight (shared by all heads) is set to its
+    calibrated value for ``packing``."""
+    with deltanet_arrays(module) as m:
+        w = calibrate_norm_weight(m.head_k_dim, m.head_v_dim, m.norm_eps, packing)
+        for a in (m.qkv, m.z, m.b, m.a, m.out, m.conv):
+            a[...] = 0
+        m.dt_bias[...] = DT_BIAS
+        m.A_log[...] = A_LOG
+        m.norm[...] = w
 
 
 def _channels(name: str, chans: Sequence[int], hidden: int) -> list[int]:
@@ -482,18 +539,18 @@ def _channels(name: str, chans: Sequence[int], hidden: int) -> list[int]:
     return chans
 
 
-def _count_matches(w: torch.Tensor, matches, one: int) -> None:
+def _count_matches(w: np.ndarray, matches, one: int) -> None:
     """Row j of ``w`` += 1 on each channel of ``matches[j]`` and -= (len - 1) on ``one``: the decoded
     slot's count of matches (small integers: exact in any order)."""
     rows = [j for j, m in enumerate(matches) for _ in m]
     cols = [c for m in matches for c in m]
-    w.index_put_((torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)),
-                 torch.ones(len(cols)), accumulate=True)
-    w.index_put_((torch.arange(len(matches)), torch.full((len(matches),), one, dtype=torch.long)),
-                 -torch.tensor([float(len(m) - 1) for m in matches]), accumulate=True)
+    np.add.at(w, (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)),
+              np.ones(len(cols), dtype=w.dtype))
+    np.add.at(w, (np.arange(len(matches)), np.full(len(matches), one, dtype=np.int64)),
+              -np.asarray([float(len(m) - 1) for m in matches], dtype=w.dtype))
 
 
-def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: Sequence[int] | None = None,
+def configure_memory(module, *, one: int, write_addr: Sequence[int] | None = None,
                      read_addr: Sequence[int] | None = None, value_pairs: Sequence[tuple[int, int]],
                      out_pairs: Sequence[tuple[int, int]], head: int = 0,
                      packing: str = "quarter", write_lag: int = 0,
@@ -547,7 +604,18 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     fit, a channel is out of range or repeated, or the head (or its key head, with other
     addresses) is in use.
     """
-    _check_module(module)
+    with deltanet_arrays(module) as m:
+        return _configure_memory(m, one=one, write_addr=write_addr, read_addr=read_addr, value_pairs=value_pairs,
+                                 out_pairs=out_pairs, head=head, packing=packing, write_lag=write_lag,
+                                 value_lags=value_lags, write_match=write_match, read_match=read_match,
+                                 write_enable=write_enable, clear=clear, write_select=write_select,
+                                 read_select=read_select)
+
+
+def _configure_memory(module, *, one, write_addr, read_addr, value_pairs, out_pairs, head, packing, write_lag,
+                      value_lags, write_match, read_match, write_enable, clear, write_select,
+                      read_select) -> MemorySpec:
+    """``configure_memory`` on a ``DeltaNetArrays``."""
     hidden = module.hidden_size
     dk, dv = module.head_k_dim, module.head_v_dim
     nk, nv = module.num_k_heads, module.num_v_heads
@@ -595,7 +663,7 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
         _channels(f"value_pairs[{i}]", pair, hidden)
     _channels("out_pairs", [c for p in out_pairs for c in p], hidden)
 
-    w_norm = calibrate_norm_weight(dk, dv, module.norm.variance_epsilon, packing)
+    w_norm = calibrate_norm_weight(dk, dv, module.norm_eps, packing)
     kh = head // (nv // nk)
     q_rows = slice(kh * dk, (kh + 1) * dk)
     k_rows = slice(module.key_dim + kh * dk, module.key_dim + (kh + 1) * dk)
@@ -604,24 +672,25 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     h_cols = slice(head * dv, (head + 1) * dv)
     pads = tuple(range(2 * width, max_width + width))       # row: max_width non-zeros
 
-    wq = torch.zeros(dk, hidden)
-    wk = torch.zeros(dk, hidden)
-    wv = torch.zeros(dv, hidden)
+    f32 = np.float32
+    wq = np.zeros((dk, hidden), dtype=f32)
+    wk = np.zeros((dk, hidden), dtype=f32)
+    wv = np.zeros((dv, hidden), dtype=f32)
     # Decoded slots: the projection counts matches minus (len - 1), a small integer exact in
     # bfloat16, and the lag-0 conv tap scales it (a weight like 251 * 7 would round in bfloat16).
     q_mag = cal.query_main if cal.query_dummy is not None else MATCH_MAGNITUDE
-    q_tap = torch.ones(dk)
-    k_tap = torch.ones(dk)
-    slots = torch.arange(n)
+    q_tap = np.ones(dk, dtype=f32)
+    k_tap = np.ones(dk, dtype=f32)
+    slots = np.arange(n)
     if read_addr is not None:
-        wq[slots, torch.tensor(read_addr)] = cal.query_main
+        wq[slots, read_addr] = cal.query_main
         if cal.query_dummy is not None:       # exactly one read channel is 1: the sum is exact
-            wq[dk - 1, torch.tensor(read_addr)] = cal.query_dummy
+            wq[dk - 1, read_addr] = cal.query_dummy
     else:
         _count_matches(wq, read_match, one)
         q_tap[:n] = q_mag
     if write_addr is not None:
-        wk[slots, torch.tensor(write_addr)] = key_magnitude(dk, ADDRESS_MAGNITUDE)
+        wk[slots, write_addr] = key_magnitude(dk, ADDRESS_MAGNITUDE)
     else:
         _count_matches(wk, write_match, one)
         k_tap[:n] = key_magnitude(dk, MATCH_MAGNITUDE)
@@ -647,62 +716,58 @@ def configure_memory(module: qm.Qwen3_5GatedDeltaNet, *, one: int, write_addr: S
     if len(set(sources)) != len(sources):
         raise Netlist2TFError(f"value_pairs: two bits read the same channels at the same lag {sources}")
 
-    def tap(lag: int) -> torch.Tensor:
-        t = torch.zeros(K)
+    def tap(lag: int) -> np.ndarray:
+        t = np.zeros(K, dtype=f32)
         t[K - 1 - lag] = 1.0                  # out[t] = sum_k w[k] x[t + k - (K - 1)]
         return t
 
-    W = module.in_proj_qkv.weight
-    conv = module.conv1d.weight               # (conv_dim, 1, kernel)
-    with torch.no_grad():
-        in_use = [name for name, t in (
-            ("in_proj_qkv value rows", W[v_rows]), ("in_proj_z rows", module.in_proj_z.weight[h_cols]),
-            ("in_proj_b row", module.in_proj_b.weight[head]),
-            ("in_proj_a row", module.in_proj_a.weight[head]),
-            ("out_proj columns", module.out_proj.weight[:, h_cols]), ("conv taps", conv[v_rows]))
-            if bool(t.any())]
-        if in_use:
-            raise Netlist2TFError(f"value head {head} is not free ({', '.join(in_use)} non-zero); "
-                                  f"call clear_module first or pick another head")
-        q_old, k_old = W[q_rows], W[k_rows]
-        held = bool(q_old.any()) or bool(k_old.any())
-        if held and not (torch.equal(q_old, wq.to(W)) and torch.equal(k_old, wk.to(W))):
-            raise Netlist2TFError(f"key head {kh} (shared by value head {head}) already holds other "
-                                  f"addresses; value heads sharing a key head must share the address")
-        # another head in use (a z row outside this head's) with another norm weight; the z rows are
-        # looked at only when the norm weight differs (after a module's first memory it does not)
-        z = module.in_proj_z.weight
-        if not torch.equal(module.norm.weight, torch.full_like(module.norm.weight, w_norm)) and \
-                (bool(z[:h_cols.start].any()) or bool(z[h_cols.stop:].any())):
-            raise Netlist2TFError(f"the gated-norm weight (shared by all heads) is not the one of "
-                                  f"{packing} packing: the module's memories must all use one packing")
+    W, z, conv = module.qkv, module.z, module.conv            # conv: (conv_dim, 1, kernel)
+    in_use = [name for name, t in (
+        ("in_proj_qkv value rows", W[v_rows]), ("in_proj_z rows", z[h_cols]),
+        ("in_proj_b row", module.b[head]), ("in_proj_a row", module.a[head]),
+        ("out_proj columns", module.out[:, h_cols]), ("conv taps", conv[v_rows]))
+        if t.any()]
+    if in_use:
+        raise Netlist2TFError(f"value head {head} is not free ({', '.join(in_use)} non-zero); "
+                              f"call clear_module first or pick another head")
+    q_old, k_old = W[q_rows], W[k_rows]
+    held = q_old.any() or k_old.any()
+    if held and not (np.array_equal(q_old, wq) and np.array_equal(k_old, wk)):
+        raise Netlist2TFError(f"key head {kh} (shared by value head {head}) already holds other "
+                              f"addresses; value heads sharing a key head must share the address")
+    # another head in use (a z row outside this head's) with another norm weight; the z rows are
+    # looked at only when the norm weight differs (after a module's first memory it does not)
+    if not (module.norm == f32(w_norm)).all() and (z[:h_cols.start].any() or z[h_cols.stop:].any()):
+        raise Netlist2TFError(f"the gated-norm weight (shared by all heads) is not the one of "
+                              f"{packing} packing: the module's memories must all use one packing")
 
-        W[q_rows] = wq.to(W)
-        W[k_rows] = wk.to(W)
-        W[v_rows] = wv.to(W)
-        conv[q_rows, 0, :] = (q_tap[:, None] * tap(0)).to(conv)
-        conv[k_rows, 0, :] = (k_tap[:, None] * tap(write_lag)).to(conv)
-        conv[v_rows, 0, :] = tap(0).to(conv)            # pads (from the constant channel): lag 0
-        for i, lag in enumerate(value_lags):
-            conv[v0 + 2 * i, 0, :] = tap(lag).to(conv)
-            conv[v0 + 2 * i + 1, 0, :] = tap(lag).to(conv)
-        module.in_proj_z.weight[h_cols, one] = GATE
-        if write_enable is None:
-            module.in_proj_b.weight[head, one] = BETA_LOGIT
-        else:
-            module.in_proj_b.weight[head, write_enable] = BETA_LOGIT + BETA_SHUT
-            module.in_proj_b.weight[head, one] = -BETA_SHUT
-        for c in write_select:
-            module.in_proj_b.weight[head, c] += SELECT_SHUT
-        module.in_proj_b.weight[head, one] -= SELECT_SHUT * len(write_select)
-        for c in read_select:
-            module.in_proj_z.weight[h_cols, c] += SELECT_SHUT
-        module.in_proj_z.weight[h_cols, one] -= SELECT_SHUT * len(read_select)
-        module.dt_bias[head] = DT_BIAS
-        module.A_log[head] = A_LOG
-        module.norm.weight.fill_(w_norm)
-        for i, (p, m) in enumerate(out_pairs):
-            module.out_proj.weight[p, head * dv + 2 * i] = OUT_SCALE
-            module.out_proj.weight[m, head * dv + 2 * i] = -OUT_SCALE
+    W[q_rows] = wq
+    W[k_rows] = wk
+    W[v_rows] = wv
+    conv[q_rows, 0, :] = q_tap[:, None] * tap(0)
+    conv[k_rows, 0, :] = k_tap[:, None] * tap(write_lag)
+    conv[v_rows, 0, :] = tap(0)                           # pads (from the constant channel): lag 0
+    for i, lag in enumerate(value_lags):
+        conv[v0 + 2 * i, 0, :] = tap(lag)
+        conv[v0 + 2 * i + 1, 0, :] = tap(lag)
+    z[h_cols, one] = GATE
+    b = module.b
+    if write_enable is None:
+        b[head, one] = BETA_LOGIT
+    else:
+        b[head, write_enable] = BETA_LOGIT + BETA_SHUT
+        b[head, one] = -BETA_SHUT
+    for c in write_select:
+        b[head, c] += SELECT_SHUT
+    b[head, one] -= SELECT_SHUT * len(write_select)
+    for c in read_select:
+        z[h_cols, c] += SELECT_SHUT
+    z[h_cols, one] -= SELECT_SHUT * len(read_select)
+    module.dt_bias[head] = DT_BIAS
+    module.A_log[head] = A_LOG
+    module.norm[...] = w_norm
+    for i, (p, m) in enumerate(out_pairs):
+        module.out[p, head * dv + 2 * i] = OUT_SCALE
+        module.out[m, head * dv + 2 * i] = -OUT_SCALE
     return MemorySpec(head=head, key_head=kh, slots=n, width=width, packing=packing, read=cal,
                       norm_weight=w_norm, pad_columns=pads)

@@ -95,43 +95,46 @@ def boolean_function(input_pairs, truth_table: int, out_pair: tuple[int, int]) -
 
 
 def configure_mlp(mlp, neurons, one: int, dtype=None, first: int = 0) -> int:
-    """Write ``neurons`` into rows ``first``.. of a ``Qwen3_5MLP``; zero the rest of those rows.
+    """Write ``neurons`` into rows ``first``.. of a ``Qwen3_5MLP`` (or its ``gadgets.arrays.MlpArrays``);
+    zero the rest of those rows.
 
     Returns the next free row. Raises Netlist2TFError when the neurons do not fit in the MLP's
-    intermediate size or a pre-activation leaves the range that is exact in ``dtype``.
+    intermediate size or a pre-activation leaves the range that is exact in ``dtype`` (a torch dtype
+    or its name; bfloat16 or else float32).
     """
-    import torch
+    import numpy as np
+
+    from netlist2tf.gadgets.arrays import mlp_arrays
 
     n = len(neurons)
-    size = mlp.gate_proj.weight.shape[0]
-    if first + n > size:
-        raise Netlist2TFError(f"{first + n} FFN neurons needed but the layer has {size} "
-                              f"(intermediate_size); raise it or spread the logic over more layers")
-    limit = BF16_LIMIT if dtype == torch.bfloat16 else FP32_LIMIT
-    g_rows, g_cols, g_vals, d_rows, d_cols, d_vals = [], [], [], [], [], []
-    for j, neuron in enumerate(neurons, start=first):
-        lo, hi = neuron.preactivation_range()
-        if hi > limit:
-            raise Netlist2TFError(f"neuron {j}: pre-activation range [{lo}, {hi}] is not exact in "
-                                  f"{dtype} (limit {limit}); split the gate")
-        for ch, w in (*neuron.inputs, (one, neuron.bias)):
-            g_rows.append(j)
-            g_cols.append(ch)
-            g_vals.append(K * w)
-        for ch, w in neuron.outputs:
-            d_rows.append(ch)
-            d_cols.append(j)
-            d_vals.append(w)
-    with torch.no_grad():
+    bf16 = str(dtype).split(".")[-1] == "bfloat16"
+    limit = BF16_LIMIT if bf16 else FP32_LIMIT
+    with mlp_arrays(mlp) as m:
+        size = m.gate.shape[0]
+        if first + n > size:
+            raise Netlist2TFError(f"{first + n} FFN neurons needed but the layer has {size} "
+                                  f"(intermediate_size); raise it or spread the logic over more layers")
+        g_rows, g_cols, g_vals, d_rows, d_cols, d_vals = [], [], [], [], [], []
+        for j, neuron in enumerate(neurons, start=first):
+            lo, hi = neuron.preactivation_range()
+            if hi > limit:
+                raise Netlist2TFError(f"neuron {j}: pre-activation range [{lo}, {hi}] is not exact in "
+                                      f"{'bfloat16' if bf16 else 'float32'} (limit {limit}); split the gate")
+            for ch, w in (*neuron.inputs, (one, neuron.bias)):
+                g_rows.append(j)
+                g_cols.append(ch)
+                g_vals.append(K * w)
+            for ch, w in neuron.outputs:
+                d_rows.append(ch)
+                d_cols.append(j)
+                d_vals.append(w)
         # every entry written at once: the rows zeroed, then each (row, channel) entry the sum of its
         # terms (small integers times K: exact in any order)
-        gate, up, down = mlp.gate_proj.weight, mlp.up_proj.weight, mlp.down_proj.weight
-        gate[first:first + n].zero_()
-        up[first:first + n].zero_()
-        down[:, first:first + n].zero_()
-        up[first:first + n, one] = 1.0 / K
-        for w, rows, cols, vals in ((gate, g_rows, g_cols, g_vals), (down, d_rows, d_cols, d_vals)):
+        m.gate[first:first + n] = 0
+        m.up[first:first + n] = 0
+        m.down[:, first:first + n] = 0
+        m.up[first:first + n, one] = 1.0 / K
+        for w, rows, cols, vals in ((m.gate, g_rows, g_cols, g_vals), (m.down, d_rows, d_cols, d_vals)):
             if rows:
-                w.index_put_((torch.tensor(rows), torch.tensor(cols)), torch.tensor(vals, dtype=w.dtype),
-                             accumulate=True)
+                np.add.at(w, (np.asarray(rows), np.asarray(cols)), np.asarray(vals, dtype=w.dtype))
     return first + n

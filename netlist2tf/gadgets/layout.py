@@ -120,10 +120,16 @@ class ResidualLayout:
 
     def initial_rows(self, rows):
         """``initial(bits)`` for each ``bits`` of ``rows`` at once: a (len(rows), hidden) float32 tensor
-        (the embedding of a vocabulary: one Python loop over the bits, no tensor operation per row)."""
+        (the embedding of a vocabulary: ``initial_rows_array`` as a tensor)."""
         import torch
 
-        out = _base_vector(self).repeat(len(rows), 1)
+        return torch.from_numpy(self.initial_rows_array(rows))
+
+    def initial_rows_array(self, rows):
+        """``initial_rows`` as a numpy array (one Python loop over the bits, no operation per row)."""
+        import numpy as np
+
+        out = np.repeat(_base_array(self)[None, :], len(rows), axis=0)
         toks = [t for t, bits in enumerate(rows) if bits for _ in bits]
         index = [i for bits in rows if bits for i in bits]
         if not toks:
@@ -132,9 +138,9 @@ class ResidualLayout:
         if bad is not None:
             raise IndexError(f"{'bit' if self.signed else 'pair'} {bad} outside the layout's {self.n_pairs} "
                              f"{'bits' if self.signed else 'pairs'}")
-        b = torch.tensor([float(v) for bits in rows if bits for v in bits.values()], dtype=torch.float32)
-        t = torch.tensor(toks, dtype=torch.long)
-        channel = self.first_pair + self.width * torch.tensor(index, dtype=torch.long)
+        b = np.asarray([float(v) for bits in rows if bits for v in bits.values()], dtype=np.float32)
+        t = np.asarray(toks, dtype=np.int64)
+        channel = self.first_pair + self.width * np.asarray(index, dtype=np.int64)
         if self.signed:
             out[t, channel] = 2 * b - 1
         else:
@@ -181,12 +187,12 @@ class ResidualLayout:
 
 
 @functools.lru_cache(maxsize=16)
-def _base_vector(layout: ResidualLayout):
-    """``layout.initial()`` without bits: the constant, the anchors, every bit 0 (made once per layout;
-    callers get a copy)."""
-    import torch
+def _base_array(layout: ResidualLayout):
+    """``layout.initial()`` without bits, as a float32 numpy array: the constant, the anchors, every
+    bit 0 (made once per layout; callers copy it)."""
+    import numpy as np
 
-    x = torch.zeros(layout.hidden_size, dtype=torch.float32)
+    x = np.zeros(layout.hidden_size, dtype=np.float32)
     x[layout.one] = 1.0
     for ch, v in layout.anchors:
         x[ch] = float(v)
@@ -194,4 +200,12 @@ def _base_vector(layout: ResidualLayout):
         x[layout.first_pair:layout.first_pair + layout.n_pairs] = -1.0
     else:
         x[layout.first_pair + 1:layout.first_pair + 2 * layout.n_pairs:2] = 1.0
+    x.setflags(write=False)
     return x
+
+
+def _base_vector(layout: ResidualLayout):
+    """``_base_array`` as a float32 tensor (callers clone it)."""
+    import torch
+
+    return torch.from_numpy(_base_array(layout).copy())

@@ -258,27 +258,27 @@ def rom_lookup_weights(plan: RomLookupPlan, *, one: int, query, key_flag: tuple[
 
 def configure_rom_lookup(module, plan: RomLookupPlan, *, head: int, **channels) -> None:
     """Write one lookup (``rom_lookup_weights``'s rows) into q head ``head`` of ``module`` (a
-    ``Qwen3_5Attention`` whose weights are zero or hold other lookups of the same plan) and its KV
-    head. A KV head already holding another memory's keys is refused; q heads of one KV group read
-    the same memory (a second read port)."""
-    import torch
+    ``Qwen3_5Attention``, or its ``gadgets.arrays.AttentionArrays``, whose weights are zero or hold
+    other lookups of the same plan) and its KV head. A KV head already holding another memory's keys
+    is refused; q heads of one KV group read the same memory (a second read port)."""
+    import numpy as np
 
-    cfg = module.config
-    nh, nkv, hd = cfg.num_attention_heads, cfg.num_key_value_heads, module.head_dim
-    if hd != plan.head_dim:
-        raise RomLookupError(f"the plan is for head_dim {plan.head_dim}, the module has {hd}")
-    if not 0 <= head < nh:
-        raise RomLookupError(f"head {head} out of range (module has {nh} heads)")
-    rows = rom_lookup_weights(plan, **channels)
-    kv = head // (nh // nkv)
-    dt = module.q_proj.weight.dtype
-    with torch.no_grad():
-        qw = module.q_proj.weight[head * 2 * hd:(head + 1) * 2 * hd]
-        ow = module.o_proj.weight[:, head * hd:(head + 1) * hd]
+    from netlist2tf.gadgets.arrays import attention_arrays
+
+    with attention_arrays(module) as m:
+        nh, nkv, hd = m.num_heads, m.num_kv_heads, m.head_dim
+        if hd != plan.head_dim:
+            raise RomLookupError(f"the plan is for head_dim {plan.head_dim}, the module has {hd}")
+        if not 0 <= head < nh:
+            raise RomLookupError(f"head {head} out of range (module has {nh} heads)")
+        rows = rom_lookup_weights(plan, **channels)
+        kv = head // (nh // nkv)
+        qw = m.q[head * 2 * hd:(head + 1) * 2 * hd]
+        ow = m.o[:, head * hd:(head + 1) * hd]
         if qw.any() or ow.any():
             raise RomLookupError(f"q head {head} already holds a lookup")
-        kw = torch.zeros(hd, module.k_proj.weight.shape[1], dtype=dt)
-        vw = torch.zeros_like(kw)
+        kw = np.zeros((hd, m.k.shape[1]), dtype=m.k.dtype)
+        vw = np.zeros_like(kw)
         for r, c, w in rows["q"]:
             qw[r, c] += w
         for r, c, w in rows["k"]:
@@ -287,14 +287,14 @@ def configure_rom_lookup(module, plan: RomLookupPlan, *, head: int, **channels) 
             vw[r, c] += w
         for c, d, w in rows["o"]:
             ow[c, d] += w
-        old_k = module.k_proj.weight[kv * hd:(kv + 1) * hd]
-        old_v = module.v_proj.weight[kv * hd:(kv + 1) * hd]
-        if (old_k.any() or old_v.any()) and not (torch.equal(old_k, kw) and torch.equal(old_v, vw)):
+        old_k = m.k[kv * hd:(kv + 1) * hd]
+        old_v = m.v[kv * hd:(kv + 1) * hd]
+        if (old_k.any() or old_v.any()) and not (np.array_equal(old_k, kw) and np.array_equal(old_v, vw)):
             raise RomLookupError(f"KV head {kv} already holds another memory's keys")
-        old_k.copy_(kw)
-        old_v.copy_(vw)
-        gains = {float(module.q_norm.weight[0]), float(module.k_norm.weight[0])}
+        old_k[...] = kw
+        old_v[...] = vw
+        gains = {float(m.q_norm[0]), float(m.k_norm[0])}
         if gains != {0.0} and gains != {float(plan.gain - 1)}:
             raise RomLookupError(f"the module's q/k norms hold another gain than {plan.gain}")
-        module.q_norm.weight.fill_(plan.gain - 1)
-        module.k_norm.weight.fill_(plan.gain - 1)
+        m.q_norm[...] = plan.gain - 1
+        m.k_norm[...] = plan.gain - 1

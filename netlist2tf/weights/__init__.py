@@ -4,6 +4,6 @@ threshold neurons, DeltaNet memories, the residual layout), and the signed one-c
 from netlist2tf.common.lazy import public
 
 __getattr__, __dir__, __all__ = public(__name__, {
-    'assemble': ('Compiled', 'write_weights'),
+    'assemble': ('Compiled', 'assemble_state', 'model_of', 'state_shapes', 'write_weights'),
     'signed': ('LM_HEAD', 'READERS', 'bits_layout_of', 'unfold_state'),
 })

@@ -24,10 +24,17 @@ is the inverse (the merge, docs/design/merge.md, works on pairs). Both only move
 folded model against the netlist simulator through the real transformers modules, float32 and bfloat16.
 """
 
-import torch
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from netlist2tf.common import Netlist2TFError
 from netlist2tf.gadgets import ResidualLayout
+
+if TYPE_CHECKING:
+    import torch
 
 # Qwen3.5's matrices by how they touch the residual stream (suffixes of the layer's state-dict keys)
 READERS = ("mlp.gate_proj.weight", "mlp.up_proj.weight", "linear_attn.in_proj_qkv.weight",
@@ -70,19 +77,18 @@ def _residual_tensors(state: dict, out: dict, consume: bool = False, wide=lambda
             yield key, role, t.double() if wide(t) else t
 
 
-def _quarters(t: torch.Tensor) -> bool:
+def _quarters(t: np.ndarray) -> bool:
     """Every entry of the float32 ``t`` a multiple of 1/4 below 2**21 in magnitude: then the sums,
-    differences and halves ``fold_state`` takes of two entries are exact in float32 (at most 24
+    differences and halves ``fold_arrays`` takes of two entries are exact in float32 (at most 24
     significant bits), and it need not work in float64 (the compiler's weights are such numbers)."""
-    if t.dtype != torch.float32:
+    if t.dtype != np.float32:
         return False
-    if not t.numel():
+    if not t.size:
         return True
-    lo, hi = torch.aminmax(t)
-    if not (-2 ** 21 < float(lo) and float(hi) < 2 ** 21):
+    if not (-2 ** 21 < float(t.min()) and float(t.max()) < 2 ** 21):
         return False
     q = t * 4
-    return torch.equal(q, q.round_())
+    return bool(np.array_equal(q, np.round(q)))
 
 
 def signed_layout(pairs: ResidualLayout, hidden_size: int | None = None) -> ResidualLayout:
@@ -91,104 +97,142 @@ def signed_layout(pairs: ResidualLayout, hidden_size: int | None = None) -> Resi
     return ResidualLayout.build(hidden_size or ResidualLayout.channels_needed(n, signed=True), n, signed=True)
 
 
-def _exact(w: torch.Tensor) -> bool:
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """``x`` rounded to bfloat16 as torch rounds it (to float32 first, then to the nearest bfloat16,
+    ties to even; NaN is not expected), as float64."""
+    u = np.asarray(x, dtype=np.float64).astype(np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def _exact_array(w: np.ndarray) -> bool:
     """Every entry of the float64 (or float32) ``w`` held exactly in float32 and in bfloat16."""
-    if w.dtype == torch.float32:
-        return torch.equal(w.to(torch.bfloat16).to(torch.float32), w)
-    return (torch.equal(w.to(torch.float32).double(), w)
-            and torch.equal(w.to(torch.bfloat16).double(), w))
+    w32 = w.astype(np.float32)
+    if w.dtype != np.float32 and not np.array_equal(w32.astype(w.dtype), w):
+        return False
+    return not (w32.view(np.uint32) & 0xFFFF).any()
 
 
-def _split_constant(col: torch.Tensor, anchor: tuple[int, int] | None):
+def _split_constant(col: np.ndarray, anchor: tuple[int, int] | None):
     """``col`` (the constant channel's weights, float64) as ``c0 + value * c1`` with c0 and c1 exact
     in bfloat16: (c0, c1), c1 None where col is exact already; raises where no split is exact."""
-    if _exact(col):
+    if _exact_array(col):
         return col, None
-    bad = ~(col.to(torch.bfloat16).double() == col)
+    bad = ~(_bf16(col) == col)
     if anchor is None:
         raise Netlist2TFError("a folded read's constant term is not exact in bfloat16 and the layout has no "
                               "anchor to split it over; compile with --bits pairs")
     value = anchor[1]
-    c1 = torch.zeros_like(col)
-    c1[bad] = (col[bad] / value).to(torch.bfloat16).double()
+    c1 = np.zeros_like(col)
+    c1[bad] = _bf16(col[bad] / value)
     c0 = col - value * c1
-    if not (_exact(c0) and _exact(c1)):
+    if not (_exact_array(c0) and _exact_array(c1)):
         raise Netlist2TFError("a folded read's constant term is not exact in bfloat16, even split over an "
                               "anchor; compile with --bits pairs")
     return c0, c1
 
 
 def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consume: bool = False) -> dict:
-    """``state`` (a pair-layout model's state dict) for the signed layout ``signed`` (same bits):
-    a new state dict, float32. Raises Netlist2TFError where a weight breaks the pair discipline.
-    ``consume``: empty ``state`` as it goes (its tensors freed once folded, when nothing else holds them)."""
+    """``fold_arrays`` of a state dict of torch tensors (float32): a new one of torch tensors."""
+    import torch
+
+    arrays = {k: t.detach().float().numpy() for k, t in state.items()}
+    if consume:
+        state.clear()
+    return {k: torch.from_numpy(a) for k, a in fold_arrays(arrays, pairs, signed, consume=True).items()}
+
+
+def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consume: bool = False) -> dict:
+    """``state`` (a pair-layout model's state dict of float32 numpy arrays) for the signed layout
+    ``signed`` (same bits): a new state dict, float32. Raises Netlist2TFError where a weight breaks the
+    pair discipline. ``consume``: empty ``state`` as it goes (its arrays freed once folded, when nothing
+    else holds them)."""
     if pairs.signed or not signed.signed or pairs.n_pairs != signed.n_pairs:
         raise AssertionError("fold_state maps a pair layout onto a signed layout of the same bits")
     n, Dp, Ds = pairs.n_pairs, pairs.hidden_size, signed.hidden_size
-    hi = torch.arange(n) * 2 + pairs.first_pair
+    hi = np.arange(n) * 2 + pairs.first_pair
     lo = hi + 1
     # the pairs' b and 1 - b channels and the signed bits as slices (views: no gathered copies of the large matrices)
     hi_s = slice(pairs.first_pair, pairs.first_pair + 2 * n, 2)
     lo_s = slice(pairs.first_pair + 1, pairs.first_pair + 2 * n, 2)
     bits_s = slice(signed.first_pair, signed.first_pair + n)
-    other = torch.ones(Dp, dtype=torch.bool)            # channels that must be untouched: anchors, free
+    other = np.ones(Dp, dtype=bool)                     # channels that must be untouched: anchors, free
     other[pairs.one] = False
     other[hi] = False
     other[lo] = False
     # the anchor a read's constant may be split over: the largest (every anchor row is fixed)
     split = max(signed.anchors, key=lambda a: a[1]) if signed.anchors else None
     out = {}
-    for key, role, w in _residual_tensors(state, out, consume, wide=lambda t: not _quarters(t)):
-        dt = w.dtype                                    # float32 where exact (``_quarters``), else float64
+    for key in list(state):
+        t = state.pop(key) if consume else state[key]
+        role = _role(key)
+        if role is None:
+            out[key] = t if consume else t.copy()
+            continue
+        w = t if _quarters(t) else t.astype(np.float64)     # float32 where exact, else float64
+        dt = w.dtype
         if role == "norm":
-            if not bool((w == w[0]).all()):
+            if not (w == w[0]).all():
                 raise Netlist2TFError(f"{key}: the decoder norm's weights differ between channels")
-            out[key] = torch.full((Ds,), float(w[0]), dtype=torch.float32)
+            out[key] = np.full((Ds,), float(w[0]), dtype=np.float32)
         elif role == "reader":
-            if bool(w[:, other].any()):
+            if w[:, other].any():
                 raise Netlist2TFError(f"{key} reads an anchor or a free channel; the signed layout cannot hold it")
-            new = torch.zeros(w.shape[0], Ds, dtype=dt)
+            new = np.zeros((w.shape[0], Ds), dtype=dt)
             u, v = w[:, hi_s], w[:, lo_s]
             new[:, bits_s] = (u - v) / 2
-            c0, c1 = _split_constant(w[:, pairs.one].double() + (u + v).sum(dim=1, dtype=torch.float64) / 2, split)
+            c0, c1 = _split_constant(w[:, pairs.one].astype(np.float64) + (u + v).sum(axis=1, dtype=np.float64) / 2,
+                                     split)
             new[:, signed.one] = c0
             if c1 is not None:
                 new[:, split[0]] = c1
             out[key] = new
         elif role == "writer":
-            if bool(w[pairs.one].any()) or bool(w[other].any()):
+            if w[pairs.one].any() or w[other].any():
                 raise Netlist2TFError(f"{key} writes the constant, an anchor or a free channel")
-            if bool((w[hi_s] + w[lo_s]).any()):
+            if (w[hi_s] + w[lo_s]).any():
                 raise Netlist2TFError(f"{key} writes a pair unevenly (b and 1 - b must change by opposite "
                                       f"amounts); the signed layout cannot hold it")
-            new = torch.zeros(Ds, w.shape[1], dtype=dt)
+            new = np.zeros((Ds, w.shape[1]), dtype=dt)
             new[bits_s] = w[hi_s] - w[lo_s]
             out[key] = new
         else:                                           # the embedding: residual rows
             one = w[:, pairs.one]
-            if not torch.equal(w[:, hi_s] + w[:, lo_s], one[:, None].expand(-1, n)):
+            if not np.array_equal(w[:, hi_s] + w[:, lo_s], np.broadcast_to(one[:, None], (w.shape[0], n))):
                 raise Netlist2TFError(f"{key}: a token's pair does not sum to its constant channel")
-            want = torch.zeros(w.shape[0], Dp, dtype=torch.float64)
+            want = np.zeros((w.shape[0], Dp), dtype=np.float64)
             for c, a in pairs.anchors:
-                want[:, c] = a * one.double()
-            if not torch.equal(w[:, other].double(), want[:, other]):
+                want[:, c] = a * one.astype(np.float64)
+            if not np.array_equal(w[:, other].astype(np.float64), want[:, other]):
                 raise Netlist2TFError(f"{key}: a token's anchors or free channels are not the layout's")
-            new = torch.zeros(w.shape[0], Ds, dtype=torch.float64)
+            new = np.zeros((w.shape[0], Ds), dtype=np.float64)
             new[:, signed.one] = one
             new[:, bits_s] = w[:, hi_s] - w[:, lo_s]
             for c, a in signed.anchors:
-                new[:, c] = a * one.double()
+                new[:, c] = a * one.astype(np.float64)
             out[key] = new
-        if not _exact(out[key]):
+        if not _exact_array(out[key]):
             raise Netlist2TFError(f"{key}: a folded weight is not exact in bfloat16; compile with --bits pairs")
-        out[key] = out[key].to(torch.float32)
+        out[key] = out[key].astype(np.float32, copy=False)
     return out
+
+
+def _exact(w: torch.Tensor) -> bool:
+    """Every entry of the float64 (or float32) tensor ``w`` held exactly in float32 and in bfloat16."""
+    import torch
+
+    if w.dtype == torch.float32:
+        return torch.equal(w.to(torch.bfloat16).to(torch.float32), w)
+    return (torch.equal(w.to(torch.float32).double(), w)
+            and torch.equal(w.to(torch.bfloat16).double(), w))
 
 
 def unfold_state(state: dict, signed: ResidualLayout, pairs: ResidualLayout) -> dict:
     """The inverse of ``fold_state``: a signed-layout state dict for the pair layout ``pairs`` (same
     bits), float32. A read of s becomes a read of b (twice the weight) less the constant; a read of an
     anchor (a split constant) goes back to ``one``."""
+    import torch
+
     if pairs.signed or not signed.signed or pairs.n_pairs != signed.n_pairs:
         raise AssertionError("unfold_state maps a signed layout onto a pair layout of the same bits")
     n, Dp = pairs.n_pairs, pairs.hidden_size
@@ -240,6 +284,8 @@ def bits_layout_of(emb: torch.Tensor) -> ResidualLayout:
     """The layout of a compiled checkpoint, read back from its embedding (constant channel 0, then the
     bits as pairs (0/1 values) or signs (+-1), then anchors: the first of them is the first channel every
     token holds at the same value >= 2; the last may be 1), checked against ``ResidualLayout.build``."""
+    import torch
+
     D = emb.shape[1]
     if not bool((emb[:, 0] == 1).all()):
         raise Netlist2TFError("its embedding has no constant channel 0: it was not compiled by netlist2tf")

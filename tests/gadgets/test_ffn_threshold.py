@@ -161,7 +161,7 @@ def test_range_and_capacity_errors():
     mlp = Qwen3_5MLP(_config(96), 4)
     wide = Neuron(tuple((layout.pair(j)[0], 100) for j in range(3)), 0, ((1, 1),))
     with pytest.raises(Netlist2TFError, match=r"neuron 0: pre-activation range \[0, 300\] is not exact "
-                                              r"in torch.bfloat16 \(limit 256\); split the gate"):
+                                              r"in bfloat16 \(limit 256\); split the gate"):
         configure_mlp(mlp, [wide], layout.one, torch.bfloat16)
     configure_mlp(mlp, [wide], layout.one, torch.float32)   # fine in float32
     # a large negative side is fine: it rounds, but stays negative, and silu of it is exactly 0

@@ -8,6 +8,7 @@ weights that break the pair discipline on purpose.
 
 import random
 
+import numpy as np
 import pytest
 import torch
 from transformers.models.qwen3_5.modeling_qwen3_5 import Qwen3_5RMSNorm
@@ -17,7 +18,7 @@ from netlist2tf.common.errors import Netlist2TFError
 from netlist2tf.gadgets.layout import NORM_WEIGHT, ResidualLayout
 from netlist2tf.netlist.ir import parse_netlist
 from netlist2tf.compile.plan import CompileSettings, plan_model
-from netlist2tf.weights.signed import _split_constant, bits_layout_of, fold_state, signed_layout, unfold_state
+from netlist2tf.weights.signed import _bf16, _split_constant, bits_layout_of, fold_state, signed_layout, unfold_state
 from netlist2tf.run.verify import expected_tokens
 from netlist2tf.frontend.synth import synthesize
 
@@ -121,12 +122,24 @@ def test_fold_refuses_what_breaks_the_pairs(fifo_plans):
 
 def test_a_constant_bfloat16_cannot_hold_is_split_over_an_anchor():
     """A fold's constant term 64 * 301 has 9 significant bits (bfloat16 holds 8): it is split into
-    c0 + 127 * c1, both exact, their sum the value; one bfloat16 already holds is left alone."""
-    col = torch.tensor([64.0 * 301, 64.0 * 3, -257.0 * 2 ** 10], dtype=torch.float64)
+    c0 + 127 * c1, both exact (torch's own bfloat16 rounding is the oracle), their sum the value; one
+    bfloat16 already holds is left alone."""
+    col = np.array([64.0 * 301, 64.0 * 3, -257.0 * 2 ** 10], dtype=np.float64)
     c0, c1 = _split_constant(col, (99, 127))
-    assert torch.equal(c0 + 127 * c1, col)
+    assert np.array_equal(c0 + 127 * c1, col)
     for c in (c0, c1):
-        assert torch.equal(c.to(torch.bfloat16).double(), c)
+        t = torch.from_numpy(c)
+        assert torch.equal(t.to(torch.bfloat16).double(), t)
     assert c1[1] == 0 and c0[1] == 64 * 3
     with pytest.raises(Netlist2TFError, match="--bits pairs"):
         _split_constant(col, None)
+
+
+def test_bfloat16_rounding_is_torchs():
+    """The fold's numpy rounding to bfloat16 equals torch's on 100,000 float64 numbers: halves,
+    ties, neighbours of ties, tiny, huge."""
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.normal(0, 1, 40000) * 2.0 ** rng.integers(-30, 30, 40000),
+                        (rng.integers(-2 ** 9, 2 ** 9, 20000) + 0.5) * 2.0 ** -1,        # bfloat16 ties
+                        np.nextafter((rng.integers(1, 2 ** 9, 20000) + 0.5), np.inf) * 4.0])
+    assert np.array_equal(_bf16(x), torch.from_numpy(x).to(torch.bfloat16).double().numpy())
