@@ -11,8 +11,10 @@ weights. Asserts nothing.
 
 ``--whole N``: instead, the whole command a user types (``netlist2tf compile DESIGN --out DIR --force``
 with the compiler's defaults; the CPU with the model engine's flags), run N times after a warm-up in
-a fresh process each, from a warm synthesis cache: min and median wall seconds, cells, and the
-generated tokens per cycle the compile prints ("user": every user design; "examples": every example).
+a fresh process each, from a warm synthesis cache: min and median wall seconds and the generated
+tokens per cycle the compile prints ("user": every user design; "examples": every example).
+``--fresh-plans`` empties the plan cache before each run (a rebuild after an edit plans again; without
+it, the runs after the warm-up reuse the plan, as a rebuild of an unchanged netlist does).
 
 To time another checkout of the compiler with this script: ``PYTHONPATH=OTHER .venv/bin/python
 bench/compile_speed.py`` from that checkout's root (the script uses only public entry points).
@@ -78,15 +80,21 @@ def compile_timed(design: str):
     return len(netlist.cells), times, digest
 
 
-def whole_timed(design: str, runs: int):
-    """(sorted wall seconds of ``runs`` whole commands after one warm-up, the tokens per cycle it printed)."""
+def whole_timed(design: str, runs: int, fresh_plans: bool = False):
+    """(sorted wall seconds of ``runs`` whole commands after one warm-up, the tokens per cycle it printed);
+    ``fresh_plans``: the plan cache (BUILD/plans/) emptied before each run, as after an edit."""
     import re
+    import shutil
     import subprocess
+
+    from netlist2tf.common import build_dir
 
     args = CPU_ARGS if design == "cpu" else [EXAMPLES[design][0]]
     walls, err = [], ""
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(runs + 1):
+            if fresh_plans:
+                shutil.rmtree(build_dir() / "plans", ignore_errors=True)
             t0 = time.perf_counter()
             done = subprocess.run([sys.executable, "-m", "netlist2tf.cli", "compile", *args, "--out",
                                    str(Path(tmp) / "ckpt"), "--force"], capture_output=True, text=True)
@@ -108,6 +116,8 @@ def main(argv=None):
     ap.add_argument("--designs", default="cpu," + ",".join(EXAMPLES),
                     help="comma-separated: cpu, user, examples and/or " + ", ".join(EXAMPLES))
     ap.add_argument("--whole", type=int, metavar="N", help="time the whole command N times (see above)")
+    ap.add_argument("--fresh-plans", action="store_true",
+                    help="with --whole: empty the plan cache (BUILD/plans/) before each run, as an edit would")
     args = ap.parse_args(argv)
     groups = {"user": list(USER), "examples": [d for d in EXAMPLES if d not in USER]}
     names = [n for d in args.designs.split(",") if d for n in groups.get(d, [d])]
@@ -120,7 +130,7 @@ def main(argv=None):
 
         print(f"{'design':<11} {'min s':>7} {'median s':>9}  tokens per cycle")
         for d in names:
-            walls, tokens = whole_timed(d, args.whole)
+            walls, tokens = whole_timed(d, args.whole, args.fresh_plans)
             print(f"{d:<11} {walls[0]:>7.2f} {statistics.median(walls):>9.2f}  {tokens}", flush=True)
         return 0
     print(f"{'design':<11} {'cells':>6} " + " ".join(f"{s[:12]:>12}" for s in STAGES) + f" {'total s':>8}  weights sha256")

@@ -248,7 +248,7 @@ def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = 
         if netlist_json is None:
             raise ValueError("compile_netlist(out=...) needs netlist_json, the Yosys JSON the netlist was read from")
         step("writing the checkpoint")
-        emit_checkpoint(compiled, netlist_json, out, dtype, settings=record, force=force)
+        emit_checkpoint(compiled, netlist_json, out, dtype, settings=record, force=force, netlist=netlist)
     return compiled
 
 

@@ -104,13 +104,13 @@ def check_seal(folder, record, names=SEALED, what="compile.json") -> None:
 
 
 def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None, settings=None,
-                    force: bool = False):
+                    force: bool = False, netlist=None):
     """Write ``compiled`` to ``folder`` in ``dtype`` (float32 when None, or bfloat16: a torch dtype or
     its name; replaced atomically: a failed or interrupted write leaves the old one; a folder that is
     not one of ours is refused unless ``force``: netlist2tf.common.outputs). The files transformers'
     ``save_pretrained`` would write (``model.safetensors``, ``config.json``,
     ``generation_config.json``) are written from ``compiled.state`` directly, byte for byte the same,
-    without torch for float32."""
+    without torch for float32. ``netlist``: ``netlist_json`` parsed, where the caller has it."""
     from netlist2tf.checkpoint.hf import (config_text, generation_config_text, generation_settings,
                                           readable_register_names, token_names, write_tokenizer)
     from netlist2tf.netlist import keep_outputs, parse_netlist
@@ -119,7 +119,7 @@ def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None,
     if dtype not in ("float32", "bfloat16"):
         raise ValueError(f"a checkpoint is written in float32 or bfloat16, not {dtype}")
 
-    netlist = parse_netlist(netlist_json)
+    netlist = netlist if netlist is not None else parse_netlist(netlist_json)
     if compiled.outputs is not None:
         netlist = keep_outputs(netlist, list(compiled.outputs))
     signals = {f"reg:{name}": signal for name, signal in readable_register_names(netlist).items()}

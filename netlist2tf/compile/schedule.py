@@ -489,15 +489,17 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
             n = prev
     path, nodes = tuple(reversed(path)), tuple(reversed(nodes))
 
+    cost = {u: unit_cost(functions[u]) for u in cell_layer}     # a unit's functions do not change here
     if depth <= L - 1:
         for _ in range(BALANCE_PASSES):         # a later pass can move what an earlier one freed
-            if not _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required, read_first):
+            if not _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required, cost,
+                            read_first):
                 break
 
     neurons = [0] * max(L, 1)
     for name, layer in cell_layer.items():
         if layer < L:
-            neurons[layer] += unit_cost(functions[name])
+            neurons[layer] += cost[name]
     problems = []
     if depth > L - 1:
         chain = "\n    ".join(f"level {lvl}: {what}" for what, lvl in path)
@@ -513,7 +515,7 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
                     unit_cell, net_names, nodes, tuple(sorted(read_first.items()))), problems
 
 
-def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required, read_first=None):
+def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, required, cost, read_first=None):
     """Even out the FFN widths: the model's intermediate size is the widest layer's neuron count,
     and every layer pays for it. A unit (a plain cell, or one layer's slice of a macro) may run in
     any layer from its earliest (as soon as its inputs are ready) to one before its earliest reader
@@ -521,7 +523,8 @@ def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, re
     be ready at the end). Units are visited from the deepest down, so their readers are final, and
     each goes to the least loaded
     layer of its window, the earliest on ties (short-lived pairs). Only later moves: depth and the
-    critical path do not change. Deterministic. Returns whether a unit moved."""
+    critical path do not change. Deterministic. ``cost``: each unit's FFN neurons (``unit_cost``).
+    Returns whether a unit moved."""
     reader_units: dict[int, list] = {}
     for unit in cell_layer:
         for f in functions[unit]:
@@ -535,7 +538,6 @@ def _balance(netlist, L, level, cell_layer, functions, unit_cell, read_layer, re
             fixed[n] = min(fixed.get(n, L), layer)
     for n, _ in required:
         fixed[n] = min(fixed.get(n, L), L - 1)
-    cost = {u: unit_cost(functions[u]) for u in cell_layer}
     moved = False
     load = [0] * L
     for u, layer in cell_layer.items():

@@ -20,8 +20,9 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
-from netlist2tf.common import NetlistFormatError
+from netlist2tf.common import Netlist2TFError, NetlistFormatError
 
 CONST0, CONST1, CONSTX = 0, 1, 2
 Sig = tuple[int, ...]
@@ -470,17 +471,39 @@ def _param(raw, where, reader):
     return raw.rstrip(" ")  # Yosys pads strings that look like bit strings with a space
 
 
+def _schema_passed(text: str, record: bool = False) -> bool:
+    """Whether ``text`` passed the schema check before (a marker under BUILD/schema/ named by the sha256
+    of the text and of this file, which holds the schema); ``record``: say it did. A rebuild of an
+    unchanged design then skips the check (a second of a large netlist's compile)."""
+    import hashlib
+
+    from netlist2tf.common import build_dir, prune_cache, write_file
+
+    key = hashlib.sha256(text.encode() + b"\0" + Path(__file__).read_bytes()).hexdigest()[:32]
+    path = build_dir() / "schema" / f"{key}.ok"
+    if not record:
+        return path.is_file()
+    try:
+        write_file(path, "", "the schema cache")
+        prune_cache(path.parent, ".ok", 256)
+    except (OSError, Netlist2TFError):
+        pass
+    return True
+
+
 def parse_netlist(text: str, origin: str = "netlist JSON", schema: bool = True) -> Netlist:
     """Parse Yosys JSON text into a ``Netlist``.
 
     ``origin`` names the text's file in error messages. Raises NetlistFormatError on malformed input.
     Does not judge whether the design is supported: that is ``validate.check_netlist``. ``schema``:
-    check the text against Yosys's JSON schema first (a second; skipped only for a checkpoint's
-    netlist.json whose sha256 matched its seal: the text this package checked and wrote).
+    check the text against Yosys's JSON schema first (a second; skipped for a checkpoint's
+    netlist.json whose sha256 matched its seal: the text this package checked and wrote, and for a
+    text that passed before: ``_schema_passed``).
     """
     r = _Reader(text, origin)
-    if schema:
+    if schema and not _schema_passed(text):
         _check_schema(r.doc, origin)
+        _schema_passed(text, record=True)
     top, mod = r.module()
     for key in ("ports", "cells", "netnames"):
         if not isinstance(mod.get(key, {}), dict):

@@ -80,14 +80,16 @@ def _residual_tensors(state: dict, out: dict, consume: bool = False, wide=lambda
 def _quarters(t: np.ndarray) -> bool:
     """Every entry of the float32 ``t`` a multiple of 1/4 below 2**21 in magnitude: then the sums,
     differences and halves ``fold_arrays`` takes of two entries are exact in float32 (at most 24
-    significant bits), and it need not work in float64 (the compiler's weights are such numbers)."""
+    significant bits), and it need not work in float64 (the compiler's weights are such numbers).
+    Checked on the non-zero entries (zero is such a number): most of a compiled matrix is zero."""
     if t.dtype != np.float32:
         return False
-    if not t.size:
+    nz = t[t != 0]
+    if not nz.size:
         return True
-    if not (-2 ** 21 < float(t.min()) and float(t.max()) < 2 ** 21):
+    if not (-2 ** 21 < float(nz.min()) and float(nz.max()) < 2 ** 21):
         return False
-    q = t * 4
+    q = nz * 4
     return bool(np.array_equal(q, np.round(q)))
 
 
@@ -106,7 +108,9 @@ def _bf16(x: np.ndarray) -> np.ndarray:
 
 
 def _exact_array(w: np.ndarray) -> bool:
-    """Every entry of the float64 (or float32) ``w`` held exactly in float32 and in bfloat16."""
+    """Every entry of the float64 (or float32) ``w`` held exactly in float32 and in bfloat16 (checked on
+    the non-zero entries: zero is)."""
+    w = w[w != 0]
     w32 = w.astype(np.float32)
     if w.dtype != np.float32 and not np.array_equal(w32.astype(w.dtype), w):
         return False
@@ -180,8 +184,11 @@ def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, cons
                 raise Netlist2TFError(f"{key} reads an anchor or a free channel; the signed layout cannot hold it")
             new = np.zeros((w.shape[0], Ds), dtype=dt)
             u, v = w[:, hi_s], w[:, lo_s]
-            new[:, bits_s] = (u - v) / 2
-            c0, c1 = _split_constant(w[:, pairs.one].astype(np.float64) + (u + v).sum(axis=1, dtype=np.float64) / 2,
+            bits = new[:, bits_s]
+            np.subtract(u, v, out=bits)
+            bits *= 0.5                                 # halves: exact (no weight is that small)
+            c0, c1 = _split_constant(w[:, pairs.one].astype(np.float64) + (u.sum(axis=1, dtype=np.float64)
+                                                                           + v.sum(axis=1, dtype=np.float64)) / 2,
                                      split)
             new[:, signed.one] = c0
             if c1 is not None:
@@ -194,7 +201,7 @@ def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, cons
                 raise Netlist2TFError(f"{key} writes a pair unevenly (b and 1 - b must change by opposite "
                                       f"amounts); the signed layout cannot hold it")
             new = np.zeros((Ds, w.shape[1]), dtype=dt)
-            new[bits_s] = w[hi_s] - w[lo_s]
+            np.subtract(w[hi_s], w[lo_s], out=new[bits_s])
             out[key] = new
         else:                                           # the embedding: residual rows
             one = w[:, pairs.one]

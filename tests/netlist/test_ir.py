@@ -77,3 +77,29 @@ def test_graph_keys_and_order(build_dir):
     assert order.index(eq) < order.index(and1) < order.index(wrap)
     assert all(d[N.NETS] for _, _, d in g.edges(data=True))
     assert nx.is_directed_acyclic_graph(g.subgraph(order))
+
+
+def test_the_schema_check_is_remembered_only_for_the_text_that_passed(build_dir, tmp_path, monkeypatch):
+    """A netlist text that passed Yosys's JSON schema once is not checked again (the check takes a
+    second on a large design); any other text still is, and a malformed one is still refused."""
+    import json
+
+    import pytest
+
+    from netlist2tf.common import NetlistFormatError
+    from netlist2tf.netlist import ir
+
+    monkeypatch.setenv("NETLIST2TF_BUILD_DIR", str(tmp_path))
+    text = synthesize("hdl.examples.counter:Counter", "word", build_dir).json_text
+    calls = []
+    check = ir._check_schema
+    monkeypatch.setattr(ir, "_check_schema", lambda doc, origin: (calls.append(origin), check(doc, origin)))
+    first = parse_netlist(text, "a")
+    second = parse_netlist(text, "b")
+    assert calls == ["a"] and first.dump() == second.dump()
+    doc = json.loads(text)
+    top = next(iter(doc["modules"].values()))
+    top["cells"][next(iter(top["cells"]))]["connections"] = "not an object"
+    with pytest.raises(NetlistFormatError, match="connections"):
+        parse_netlist(json.dumps(doc), "broken")
+    assert calls == ["a", "broken"]
