@@ -7,9 +7,11 @@ against none and against the CPU's hand-written groups, all in one run on this m
 2. The CPU compiled WITHOUT its hand-written groups (cpu/model_engine.py GATED, GATED_WRITES, HELD,
    FOLDED_WRITES): what the search finds for it, then generated tokens per instruction on the program
    table (each program run on the netlist simulator from its image to its halt, every frame priced by
-   each protocol; instructions counted by unicorn) for four frames: no group, the groups found, the
+   each protocol; instructions counted by unicorn) for six frames: no group, the groups found, the
    groups found beside the one output group a host must promise (halt_kind and halt_cause read only
-   when halt is 1: the search never makes an output group), and the hand-written ones. ``--programs`` picks a subset, ``--skip-cpu`` leaves the CPU out.
+   when halt is 1: the search never makes an output group), the same two searched on one program's
+   run (``--use-program``, default hello: ``compile --economy-memory``'s way) instead of random
+   inputs, and the hand-written ones. ``--programs`` picks a subset, ``--skip-cpu`` leaves the CPU out.
 
 Asserts nothing; prints tables. Exactness of the compiled designs is what the tests check
 (tests/compile/test_economy.py); this prints the figures.
@@ -32,15 +34,16 @@ DESIGNS = ("hdl.examples.counter:Counter", "hdl.examples.lfsr:LFSR", "hdl.exampl
            "tests/designs/unusual.py:SerialMultiplier", "tests/designs/unusual.py:GatedMachine")
 
 
-def economy_of(netlist, settings):
-    """(the driver's Economy found afresh, seconds): no cache, so the time is the search's own."""
+def economy_of(netlist, settings, run=None):
+    """(the driver's Economy found afresh, seconds): no cache, so the time is the search's own.
+    ``run``: the design's own use to search on (``driver.EconomyRun``), else random inputs."""
     import tempfile
 
     from netlist2tf.driver import find_economy
 
     with tempfile.TemporaryDirectory() as build:
         t0 = time.perf_counter()
-        eco = find_economy(netlist, settings, build=build)
+        eco = find_economy(netlist, settings, build=build, run=run)
         return eco, time.perf_counter() - t0
 
 
@@ -61,7 +64,10 @@ def designs_table():
               f"{eco.after.mean:>5.2f} (worst {eco.after.worst:>2})  {groups} ({len(eco.refuted)})", flush=True)
 
 
-def cpu_table(names):
+USE_CYCLES = 2048       # cycles of the program run the search is given (its first 2,048 cycles)
+
+
+def cpu_table(names, use_program="hello"):
     from cpu.model_engine import MODEL_RAM_SIZE, compiled_netlist, model_settings
     from cpu.programs import table_images
     from cpu.unicorn_ref import run_unicorn
@@ -86,8 +92,21 @@ def cpu_table(names):
           f"{eco2.before.mean:.2f} -> {eco2.after.mean:.2f}; found: " +
           "; ".join(f"{g['kind']} {g['gate']}" + (f": {','.join(g['members'])}" if g["kind"] in ("reg", "tail") else "")
                     for g in eco2.groups))
+    # the same two searches on a program's run instead of random inputs (--economy-stimulus/--economy-memory)
+    from netlist2tf.driver import EconomyRun
+
+    image = next(img for p, img in table_images(MODEL_RAM_SIZE) if p.name == use_program)
+    use = EconomyRun.of(None, USE_CYCLES, {"ram": image.words()})
+    eco3, took3 = economy_of(netlist, bare, use)
+    eco4, took4 = economy_of(netlist, promise, use)
+    for what, e, t in (("without the promise", eco3, took3), ("with the promise", eco4, took4)):
+        print(f"Searched on {use_program}.c's run ({USE_CYCLES} cycles), {what}: {t:.1f} s, {e.before.mean:.2f} -> "
+              f"{e.after.mean:.2f} on that run; found: " +
+              "; ".join(f"{g['kind']} {g['gate']}" + (f": {','.join(g['members'])}" if g["kind"] in ("reg", "tail") else "")
+                        for g in e.groups))
     programs = [(p, img) for p, img in table_images(MODEL_RAM_SIZE) if img is not None and (not names or p.name in names)]
-    frames = {"no group": bare, "found": eco.settings, "promise+found": eco2.settings, "hand-written": hand}
+    frames = {"no group": bare, "found": eco.settings, "promise+found": eco2.settings,
+              f"on {use_program}": eco3.settings, f"promise+{use_program}": eco4.settings, "hand-written": hand}
     protocols = {k: protocol_of(netlist, s) for k, s in frames.items()}
     halt = next(p.bits[0] for p in netlist.outputs if p.name == "halt")
     insns = [len(run_unicorn(img, ram_size=MODEL_RAM_SIZE).records) for _, img in programs]
@@ -122,10 +141,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--programs", default="", help="comma-separated table programs for the CPU (default: all)")
     ap.add_argument("--skip-cpu", action="store_true", help="the example designs only")
+    ap.add_argument("--use-program", default="hello",
+                    help="the table program whose run the CPU's economy is also searched on (default hello)")
     args = ap.parse_args(argv)
     designs_table()
     if not args.skip_cpu:
-        cpu_table([n for n in args.programs.split(",") if n])
+        cpu_table([n for n in args.programs.split(",") if n], args.use_program)
     return 0
 
 

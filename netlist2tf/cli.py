@@ -272,6 +272,54 @@ def _settings(args, target):
                            folded_writes=folded, roms=args.roms, bits=args.bits, lookup_ports=lookups)
 
 
+def _memory_words(spec: str, netlist) -> tuple:
+    """(memory, {address: word}) of an --economy-memory MEMORY=FILE."""
+    import json
+
+    name, sep, path = spec.partition("=")
+    mems = {m.name: m for m in netlist.memories}
+    if not sep or not path:
+        raise Netlist2TFError(f"--economy-memory {spec!r}: write MEMORY=FILE (e.g. ram=program.bin)")
+    if name not in mems:
+        raise Netlist2TFError(f"--economy-memory {spec!r}: the design has no memory {name!r} (its memories: "
+                              f"{', '.join(sorted(mems)) or 'none'})")
+    m = mems[name]
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise Netlist2TFError(f"--economy-memory {spec!r}: cannot read {path} ({exc.strerror or exc})")
+    if path.endswith(".json"):
+        try:
+            words = {int(a): int(w) for a, w in json.loads(data).items()}
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise Netlist2TFError(f"--economy-memory {spec!r}: {path} is not a JSON object of address -> word "
+                                  f"({exc})")
+    else:
+        size = (m.width + 7) // 8
+        words = {a: int.from_bytes(data[a * size:(a + 1) * size], "little")
+                 for a in range((len(data) + size - 1) // size)}
+    bad = [a for a, w in words.items() if not 0 <= a < m.size or not 0 <= w < 1 << m.width]
+    if bad:
+        raise Netlist2TFError(f"--economy-memory {spec!r}: address {bad[0]} or its word does not fit memory "
+                              f"{name} ({m.size} words of {m.width} bits)")
+    return name, {a: w for a, w in words.items() if w}
+
+
+def _economy_run(args, netlist):
+    """The --economy-stimulus/--economy-memory run (``driver.EconomyRun``), or None (random inputs)."""
+    from netlist2tf.driver import EconomyRun
+
+    if getattr(args, "economy_stimulus", None) is None and not getattr(args, "economy_memory", None):
+        return None
+    if args.economy_cycles < 1:
+        raise Netlist2TFError(f"--economy-cycles {args.economy_cycles}: give at least 1 cycle")
+    if args.economy_stimulus is not None and not Path(args.economy_stimulus).is_file():
+        raise Netlist2TFError(f"--economy-stimulus {args.economy_stimulus}: no such file (a JSON-lines file "
+                              f"of inputs per cycle, as `netlist2tf sim --stimulus` reads)")
+    return EconomyRun.of(args.economy_stimulus, args.economy_cycles,
+                         dict(_memory_words(spec, netlist) for spec in args.economy_memory or ()))
+
+
 def _with_economy(args, netlist, settings, action):
     """``action(settings, economy)`` with the groups ``driver.find_economy`` finds (--economy auto),
     its messages printed once that succeeded. Where the design does not compile with them but does
@@ -280,10 +328,14 @@ def _with_economy(args, netlist, settings, action):
     from netlist2tf.driver import find_economy
 
     if args.economy == "off":
+        if getattr(args, "economy_stimulus", None) is not None or getattr(args, "economy_memory", None):
+            raise Netlist2TFError("--economy-stimulus and --economy-memory search the token economy: not with "
+                                  "--economy off (drop them, or --economy off)")
         return action(settings, None)
     lines = []
+    run = _economy_run(args, netlist)
     try:
-        eco = find_economy(netlist, settings, log=lines.append, build=args.build_dir)
+        eco = find_economy(netlist, settings, log=lines.append, build=args.build_dir, run=run)
         result = action(eco.settings, eco)
     except Netlist2TFError as exc:
         result = action(settings, None)            # its own error, if the design fails without them too
@@ -612,6 +664,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "with z3 (a refuted one is reported with its counterexample and not used), "
                             "and use what saves tokens, beside the hand-written groups (which win where "
                             "they overlap); off: only the hand-written groups (docs/design/compiler.md 2)")
+        p.add_argument("--economy-stimulus", type=path_arg, metavar="FILE",
+                       help="search the token economy on this run of the design's own use instead of random "
+                            "inputs: a JSON-lines file of inputs per cycle, as `sim --stimulus` reads (the "
+                            "groups are still proved by z3 for every state; the run decides which are "
+                            "proposed and whether they pay)")
+        p.add_argument("--economy-cycles", type=int, default=1024, metavar="N",
+                       help="cycles of that run (default 1024; inputs hold after the file's last line)")
+        p.add_argument("--economy-memory", action="append", metavar="MEMORY=FILE",
+                       help="the run's initial words of a memory (repeatable): a JSON object of address -> "
+                            "word, or raw little-endian words of the memory's width in bytes (a program "
+                            "image)")
         p.add_argument("--out", type=path_arg, help=out_help)
         p.add_argument("--build-dir", type=path_arg, default=None, help=build_help)
         p.add_argument("--no-cache", action="store_true", help="re-run Yosys even if a cached netlist exists")

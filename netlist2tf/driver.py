@@ -287,13 +287,57 @@ class Economy:
                 f"{self.after.mean:.2f} generated tokens per cycle (worst {self.before.worst} -> {self.after.worst})")
 
 
-def find_economy(netlist, settings: CompileSettings, log=None, seed: int = 0, build=None) -> Economy:
+@dataclasses.dataclass(frozen=True)
+class EconomyRun:
+    """A run of the design's own use for the token economy's search, instead of random inputs:
+    ``stimulus`` a JSON-lines file of inputs per cycle (``netlist2tf sim --stimulus``'s format),
+    ``cycles`` how many cycles to run it, ``memories`` {memory: {address: word}} loaded first (a
+    program image). The groups found are still proved by z3 for every state; the run only decides
+    which are proposed and whether they pay (a gate random inputs keep at 1, like a CPU's "halted",
+    that real use keeps at 0)."""
+    stimulus: str | None = None
+    cycles: int = 1024
+    memories: tuple = ()            # ((memory, ((address, word), ...)), ...)
+
+    @classmethod
+    def of(cls, stimulus=None, cycles: int = 1024, memories: dict | None = None) -> "EconomyRun":
+        return cls(None if stimulus is None else str(stimulus), cycles,
+                   tuple(sorted((m, tuple(sorted(w.items()))) for m, w in (memories or {}).items())))
+
+    def key(self) -> str:
+        """What the run is, for the cache: the stimulus file's bytes, the cycles and the memories."""
+        import hashlib
+        from pathlib import Path
+
+        h = hashlib.sha256(repr((self.cycles, self.memories)).encode())
+        if self.stimulus is not None:
+            h.update(Path(self.stimulus).read_bytes())
+        return h.hexdigest()
+
+    def simulate(self, model_netlist, seed: int):
+        from netlist2tf.compile import simulate
+        from netlist2tf.sim import FileStimulus, TableStimulus
+
+        names = {m.name for m in model_netlist.memories}
+        bad = sorted(m for m, _ in self.memories if m not in names)
+        if bad:
+            raise Netlist2TFError(f"--economy-memory names {', '.join(bad)}, which the design does not have "
+                                  f"(its memories: {', '.join(sorted(names)) or 'none'})")
+        stim = FileStimulus(self.stimulus) if self.stimulus is not None else TableStimulus({})
+        return simulate(model_netlist, seed, batch=1, cycles=self.cycles,
+                        memories=[{m: dict(words) for m, words in self.memories}], stimulus=stim,
+                        samples_at=range(0, self.cycles, max(1, self.cycles // 256)))
+
+
+def find_economy(netlist, settings: CompileSettings, log=None, seed: int = 0, build=None,
+                 run: EconomyRun | None = None) -> Economy:
     """The groups ``netlist2tf.compile.economy.search`` finds on the model's netlist (only
     ``settings.outputs`` kept), each register group proved alone with z3 (as ``prove_groups_apart``
     proves them: proved alone, they hold together with the hand-written ones); a refuted group is
     reported with its counterexample and not used, and its members are tried one by one. Cached
     under BUILD/economy/ by netlist, settings, seed and the compiler's sources: a rebuild of an
-    unchanged design finds nothing again (``build``: the build folder, default ``build_dir()``)."""
+    unchanged design finds nothing again (``build``: the build folder, default ``build_dir()``).
+    ``run``: the design's own use (``EconomyRun``) instead of the random run."""
     import json
 
     from netlist2tf.common import build_dir, prune_cache, write_file
@@ -301,7 +345,7 @@ def find_economy(netlist, settings: CompileSettings, log=None, seed: int = 0, bu
 
     say = log or (lambda m: None)
     model_netlist = keep_outputs(netlist, settings.outputs) if settings.outputs is not None else netlist
-    key = _cache_key(model_netlist, settings.record(), seed)
+    key = _cache_key(model_netlist, settings.record(), seed, run.key() if run is not None else None)
     path = build_dir(build) / "economy" / f"{key}.json"
     try:
         rec = json.loads(path.read_text())
@@ -310,7 +354,7 @@ def find_economy(netlist, settings: CompileSettings, log=None, seed: int = 0, bu
         return eco
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    eco = _find_economy(model_netlist, settings, say, seed)
+    eco = _find_economy(model_netlist, settings, say, seed, run)
     say(eco.summary())
     try:
         write_file(path, json.dumps(eco.record()), "the token economy cache")
@@ -341,12 +385,13 @@ def _with_groups(settings, groups) -> CompileSettings:
 ROUNDS = 6      # search, prove, learn from the counterexamples: at most this many times
 
 
-def _find_economy(model_netlist, settings, say, seed) -> Economy:
+def _find_economy(model_netlist, settings, say, seed, use=None) -> Economy:
     from netlist2tf.netlist import prove_groups
     from netlist2tf.compile import Search, frame_cost, protocol_of, resolve_groups, simulate
 
-    run = simulate(model_netlist, seed)
-    found = Search(model_netlist, settings, run, seed)
+    random = simulate(model_netlist, seed)
+    run = use.simulate(model_netlist, seed) if use is not None else random       # what prices the frames
+    found = Search(model_netlist, settings, random, seed, use=run if use is not None else None)
     groups = [{"kind": "write", "gate": f"{m}.en", "members": [m], "proof": "exact by construction "
                "(a skipped write group commits the last word written again)"} for m in found.gated_writes]
     groups += [{"kind": "fold", "gate": f"{m}.data", "members": [m], "proof": "exact by construction "

@@ -235,10 +235,12 @@ class Search:
     (exact by construction); ``settings``: ``settings`` with those; ``propose(avoid)``: register
     groups ((GATE, (MEMBER, ...)), ...) to prove, chosen by the tokens they save; ``add_states``:
     more states for the perturbation test (a counterexample's: the next ``propose`` accounts for
-    them); ``samples``: how many states were tested."""
+    them); ``samples``: how many states were tested. ``use``: a run of the design's own use
+    (``driver.EconomyRun``): its states are tested too, and it, not ``run``, prices the frames and
+    gives each gate's share (what a group saves in real use)."""
 
-    def __init__(self, netlist: Netlist, settings: CompileSettings, run: Run, seed: int = 0):
-        self.netlist, self.run = netlist, run
+    def __init__(self, netlist: Netlist, settings: CompileSettings, run: Run, seed: int = 0, use: Run | None = None):
+        self.netlist, self.run = netlist, use or run
         self.rng = np.random.default_rng(seed + 1)
         written = [m for m in netlist.memories
                    if m.write_ports and m.write_ports[0].enable[0] not in (CONST0, CONST1, CONSTX)]
@@ -261,7 +263,7 @@ class Search:
                 base, folds = trial, folds + [m.name]
         self.settings, self.gated_writes, self.folded_writes = base, writes, tuple(folds)
         hand = _hand_names(settings)
-        self.units = [u for u in run.units if u.name not in hand]
+        self.units = [u for u in self.run.units if u.name not in hand]
         # an output in a hand-written output group counts only while its gate output is 1 (the host's
         # promise, as the proof claims it)
         specs = resolve_groups(netlist, settings.gated, (), settings.held)
@@ -287,13 +289,16 @@ class Search:
         self.samples = 0
         self._tester = None
         d_of_q = {q: d for r in netlist.registers for q, d in zip(r.q, r.d)}
-        self.rate = {self.units[k].name: float(run.values[d_of_q[self.units[k].nets[0]]].mean())
+        self.rate = {self.units[k].name: float(self.run.values[d_of_q[self.units[k].nets[0]]].mean())
                      for k in self.gates}
         states, mems, inputs = [], [], []
-        for st, mm, vals in (run.samples if run.state_names else ()):
-            states.append(np.stack([np.asarray(x, dtype=object) for x in st], axis=1))
-            mems.append([np.asarray(m, dtype=object) for m in mm])
-            inputs.append({k: np.broadcast_to(np.asarray(v, dtype=object), (run.batch,)) for k, v in vals.items()})
+        for r in (run, use) if use is not None else (run,):
+            for st, mm, vals in (r.samples if r.state_names else ()):
+                states.append(np.stack([np.asarray(x, dtype=object) for x in st], axis=1))
+                mems.append([np.asarray(m, dtype=object) for m in mm])
+                inputs.append({k: np.broadcast_to(np.asarray(v, dtype=object), (r.batch,)) for k, v in vals.items()})
+        names = set().union(*inputs) if inputs else set()
+        inputs = [{k: v.get(k, np.zeros(len(st), dtype=object)) for k in names} for v, st in zip(inputs, states)]
         if states and self.gates:
             reach = np.concatenate(states)
             widths = [_state_width(netlist, name) for name in run.state_names]

@@ -7,6 +7,7 @@ cost; and, for every design whose frame the search shortened, the compiled check
 transformers against the netlist simulator, generated and teacher-forced, float32 and bfloat16."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -116,3 +117,84 @@ def test_economy_off_hand_groups_win_and_the_search_is_deterministic(build_dir, 
     assert [g["gate"] for g in report["economy"]["groups"]] == ["mem.en", "busy"]
     assert "Token economy (found by the compiler)" in (out / "report.html").read_text()
     assert np.isclose(report["economy"]["frame_cost_before"]["generated_mean"], 15.0)
+
+
+def _gm_stimulus(path, cycles=200):
+    """GatedMachine's inputs as its user drives it: a multiplication started every 12 cycles (never
+    while busy), stores every 5th cycle."""
+    path.write_text("".join(json.dumps({"start": int(k % 12 == 0), "a": (k * 7) % 256, "b": (k * 13) % 256,
+                                        "store": int(k % 5 == 0)}) + "\n" for k in range(cycles)))
+    return path
+
+
+def test_a_run_of_the_designs_own_use_prices_the_frames(build_dir, tmp_path, capsys):
+    """--economy-stimulus: the frame cost before and after is the netlist simulator's token count on
+    that run (frame_lengths over a simulation of the same file: the oracle of the test above), the
+    groups are proved as ever, and the cache tells the run apart from the random one."""
+    from netlist2tf.driver import EconomyRun
+    from netlist2tf.sim import FileStimulus
+
+    nl = _netlist("tests/designs/unusual.py:GatedMachine", build_dir)
+    stim = _gm_stimulus(tmp_path / "use.jsonl")
+    use = EconomyRun.of(stim, 200)
+    eco = find_economy(nl, CompileSettings(), build=tmp_path / "b", run=use)
+    random = find_economy(nl, CompileSettings(), build=tmp_path / "b")
+    assert eco.record() != random.record()                      # not the random run's, cached apart
+    run = simulate(nl, batch=1, cycles=200, samples_at=(), memories=[{}], stimulus=FileStimulus(str(stim)))
+    for settings, cost in ((CompileSettings(), eco.before), (eco.settings, eco.after)):
+        lengths = frame_lengths(protocol_of(nl, settings), run)
+        assert np.isclose(cost.mean, lengths.mean()) and cost.worst == lengths.max()
+    assert eco.after.mean < eco.before.mean
+    for g in eco.groups:
+        if g["kind"] == "reg":
+            assert prove_groups(nl, [(g["gate"], tuple(g["members"]))], [], ("mem",)) is None
+    out = tmp_path / "ckpt"
+    assert cli.main(["compile", "tests/designs/unusual.py:GatedMachine", "--layers", "8", "--out", str(out),
+                     "--economy-stimulus", str(stim), "--economy-cycles", "200", "--build-dir", str(build_dir)]) == 0
+    assert f"{eco.before.mean:.2f} -> {eco.after.mean:.2f} generated tokens per cycle" in capsys.readouterr().err
+    assert json.loads((out / "compile.json").read_text())["settings"]["economy"] == eco.record()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--economy-stimulus", "MISSING"], "--economy-stimulus .*missing.jsonl: no such file"),
+    (["--economy", "off", "--economy-stimulus", "MISSING"], "--economy-stimulus and --economy-memory search the "
+                                                            "token economy: not with --economy off"),
+    (["--economy-memory", "nope=F"], "the design has no memory 'nope' \\(its memories: mem\\)"),
+    (["--economy-memory", "mem"], "write MEMORY=FILE"),
+    (["--economy-memory", "mem=WORDS.json"], "address 99 or its word does not fit memory mem"),
+    (["--economy-cycles", "0", "--economy-memory", "mem=WORDS.json"], "give at least 1 cycle"),
+])
+def test_economy_run_refusals(args, message, build_dir, tmp_path, capsys):
+    (tmp_path / "WORDS.json").write_text('{"99": 1}')
+    args = [a.replace("MISSING", str(tmp_path / "missing.jsonl")).replace("WORDS.json", str(tmp_path / "WORDS.json"))
+            for a in args]
+    assert cli.main(["compile", "tests/designs/unusual.py:GatedMachine", "--layers", "8", "--out",
+                     str(tmp_path / "out"), "--build-dir", str(build_dir), *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert re.search(message, err), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_the_cpus_groups_found_on_a_programs_run_are_the_hand_written_ones(tmp_path):
+    """The CPU compiled without its hand-written groups but with the host's one promise (halt_kind and
+    halt_cause read only while halt is 1), searched on hello.c's run from its image: the groups found
+    are exactly the model engine's hand-written ones (~100 s)."""
+    import dataclasses
+
+    from cpu.model_engine import MODEL_RAM_SIZE, compiled_netlist, model_settings
+    from cpu.programs import table_images
+    from netlist2tf.driver import EconomyRun
+
+    nl = compiled_netlist(MODEL_RAM_SIZE)
+    hand = model_settings()
+    promise = dataclasses.replace(hand, gated=tuple(g for g in hand.gated if g[0] == "halt"), gated_writes=(),
+                                  held=(), folded_writes=())
+    image = next(img for p, img in table_images(MODEL_RAM_SIZE) if p.name == "hello")
+    eco = find_economy(nl, promise, build=tmp_path, run=EconomyRun.of(None, 2048, {"ram": image.words()}))
+    key = lambda gated: {(g, tuple(sorted(m))) for g, m in gated}          # noqa: E731
+    assert key(eco.settings.gated) == key(hand.gated)
+    assert set(eco.settings.gated_writes) == set(hand.gated_writes)
+    assert set(eco.settings.folded_writes) == set(hand.folded_writes)
+    assert {(g, tuple(sorted(m))) for g, _, m in eco.settings.held} == {(g, tuple(sorted(m))) for g, _, m in hand.held}
