@@ -366,7 +366,7 @@ def cmd_compile(args) -> int:
         netlist, settings, log=lambda msg: print(msg, file=sys.stderr), out=out, netlist_json=result.json_text,
         dtype=args.dtype, record={"design": args.design, "flow": args.flow, **settings.record(),
                                           **({"economy": eco.record()} if eco else {})},
-        force=args.force, proved=eco.proved if eco else (), build=args.build_dir))
+        force=args.force, proved=eco.proved if eco else (), build=args.build_dir, plan_cache=True))
     s = compiled.stats
     print(f"{args.design}: compiled in {time.perf_counter() - t0:.1f} s -> {out}", file=sys.stderr)
     print(f"  {s['layers']} layers, hidden {s['hidden_size']}, intermediate {s['intermediate_size']}, "

@@ -167,7 +167,7 @@ def _prove_held(model_netlist, held, log, strict: bool) -> str:
 PLANS_KEPT, PLANS_BYTES = 16, 1 << 30      # the plan cache: the newest 16, at most 1 GiB
 
 
-def planned(netlist, settings: CompileSettings, log=None, build=None):
+def planned(netlist, settings: CompileSettings, build=None):
     """``plan_model(netlist, settings)``, kept under BUILD/plans/ (a pickle) by the netlist, the settings
     and netlist2tf's sources: a rebuild of a design whose netlist and settings did not change (an
     edit elsewhere, another output folder, a dtype) reads its plan instead of scheduling it again.
@@ -182,7 +182,6 @@ def planned(netlist, settings: CompileSettings, log=None, build=None):
         plan = pickle.loads(path.read_bytes())
         if isinstance(plan, ModelPlan):
             path.touch()                    # recently used: pruned last
-            (log or (lambda m: None))("plan: planned before for this same netlist and settings: reused")
             return plan
     except Exception:                       # missing, cut short, or from another version: plan again
         pass
@@ -222,7 +221,7 @@ def check_memory(plan) -> None:
 
 def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = True, strict: bool = False,
                     step=None, out=None, netlist_json: str | None = None, dtype=None, record=None,
-                    force: bool = False, proved=(), build=None):
+                    force: bool = False, proved=(), build=None, plan_cache: bool = False):
     """Prove (``prove_gating``, unless ``prove`` is False), plan and write the weights of
     ``netlist``: the ``Compiled`` model (``netlist2tf.weights.Compiled``; its ``plan`` attached).
     With ``out``, also write it there as a checkpoint folder (``netlist2tf.checkpoint.emit_checkpoint``:
@@ -230,7 +229,9 @@ def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = 
     (float32 when None); ``record`` what compile.json records of how it was made; ``force`` replaces a
     folder that is not one of ours). ``step``: called with a short description before each stage
     (progress for long compiles). ``proved``: groups ``find_economy`` proved (not proved again).
-    The plan is kept for a rebuild (``planned``; ``build``: the build folder, default ``build_dir()``)."""
+    ``plan_cache``: keep the plan for a rebuild and reuse a kept one (``planned``; ``build``: the build
+    folder, default ``build_dir()``); the command line's compile does, a library call plans afresh
+    (a caller may have changed what the key does not hold: a module's constant)."""
     from netlist2tf.weights import write_weights
 
     step = step or (lambda what: None)
@@ -238,7 +239,7 @@ def compile_netlist(netlist, settings: CompileSettings, log=None, prove: bool = 
         step("proving with z3 that the gated group does not matter while its gate is 0")
         prove_gating(netlist, settings, log, strict, proved)
     step("scheduling the netlist onto the layers and planning the model")
-    plan = planned(netlist, settings, log, build)
+    plan = planned(netlist, settings, build) if plan_cache else plan_model(netlist, settings)
     check_memory(plan)
     step(f"writing the weights ({plan.stats['parameters'] / 1e6:.0f} M parameters)")
     compiled = write_weights(plan)

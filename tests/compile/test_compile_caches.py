@@ -62,30 +62,30 @@ def test_a_proof_is_reused_only_for_the_same_netlist_and_groups(build_dir, tmp_p
     assert len(list((tmp_path / "build" / "proofs").glob("*.json"))) == 2
 
 
-def test_a_plan_is_reused_only_for_the_same_netlist_and_settings(build_dir, tmp_path):
-    """``driver.planned``: a second compile of the same netlist and settings reads the kept plan (said
-    in the log) and writes the same weights as a fresh plan; other settings, or a cache file that
-    cannot be read, plan again."""
+def test_a_plan_is_reused_only_for_the_same_netlist_and_settings(build_dir, tmp_path, monkeypatch):
+    """``driver.planned``: a second compile of the same netlist and settings reads the kept plan
+    (the planner is not called) and writes the same weights as a fresh plan; other settings, or a
+    cache file that cannot be read, plan again."""
     import numpy as np
 
+    from netlist2tf import driver
     from netlist2tf.compile import plan_model
-    from netlist2tf.driver import planned
     from netlist2tf.weights import assemble_state
 
     nl = parse_netlist(synthesize("hdl.examples.fifo:FIFO", "macro", build_dir).json_text)
     settings = CompileSettings(layers=7)
-    logs = []
-    first = planned(nl, settings, logs.append, tmp_path)
-    assert logs == [] and len(list((tmp_path / "plans").iterdir())) == 1
-    again = planned(nl, settings, logs.append, tmp_path)
-    assert logs == ["plan: planned before for this same netlist and settings: reused"]
+    calls = []
+    monkeypatch.setattr(driver, "plan_model", lambda n, s: (calls.append(s), plan_model(n, s))[1])
+    first = driver.planned(nl, settings, tmp_path)
+    again = driver.planned(nl, settings, tmp_path)
+    assert calls == [settings] and len(list((tmp_path / "plans").iterdir())) == 1
     fresh = plan_model(nl, settings)
     for plan in (first, again):
         state, _ = assemble_state(plan)
         for k, a in assemble_state(fresh)[0].items():
             assert np.array_equal(state[k], a), k
-    planned(nl, CompileSettings(layers=8), logs.append, tmp_path)
-    assert len(logs) == 1 and len(list((tmp_path / "plans").iterdir())) == 2
+    driver.planned(nl, CompileSettings(layers=8), tmp_path)
+    assert len(calls) == 2 and len(list((tmp_path / "plans").iterdir())) == 2
     for f in (tmp_path / "plans").iterdir():
         f.write_bytes(b"cut short")
-    assert planned(nl, settings, logs.append, tmp_path).stats == fresh.stats and len(logs) == 1
+    assert driver.planned(nl, settings, tmp_path).stats == fresh.stats and len(calls) == 3
