@@ -242,21 +242,14 @@ def config_text(target, hidden_size: int, vocab_size: int, dtype: str = "float32
     """``config.json`` of a compiled checkpoint, as transformers' ``save_pretrained`` writes it for a
     ``Qwen3_5ForCausalLM`` of ``Target.to_hf_config`` (``hidden_size`` instead of the target's) in
     ``dtype``, without importing transformers (tests/checkpoint/test_emit.py compares the two)."""
+    from dataclasses import replace
+
+    # transformers' defaults that save_pretrained writes beside the target's own values
     cfg = {"architectures": ["Qwen3_5ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
-           "bos_token_id": None, "dtype": dtype, "eos_token_id": None, "head_dim": target.head_dim,
-           "hidden_act": "silu", "hidden_size": hidden_size, "initializer_range": 0.02,
-           "intermediate_size": target.intermediate_size, "layer_types": list(target.layer_types),
-           "linear_conv_kernel_dim": target.linear_conv_kernel_dim,
-           "linear_key_head_dim": target.linear_key_head_dim, "linear_num_key_heads": target.linear_num_key_heads,
-           "linear_num_value_heads": target.linear_num_value_heads,
-           "linear_value_head_dim": target.linear_value_head_dim, "max_position_embeddings": 32768,
-           "model_type": "qwen3_5_text", "num_attention_heads": target.num_attention_heads,
-           "num_hidden_layers": target.num_layers, "num_key_value_heads": target.num_key_value_heads,
-           "pad_token_id": None, "rms_norm_eps": target.rms_norm_eps,
-           "rope_parameters": {"partial_rotary_factor": target.partial_rotary_factor, "rope_theta": 10000.0,
-                               "rope_type": "default"},
-           "tie_word_embeddings": False, "transformers_version": _transformers_version(), "use_cache": True,
-           "vocab_size": vocab_size}
+           "bos_token_id": None, "dtype": dtype, "eos_token_id": None, "hidden_act": "silu",
+           "initializer_range": 0.02, "max_position_embeddings": 32768, "model_type": "qwen3_5_text",
+           "pad_token_id": None, "transformers_version": _transformers_version(), "use_cache": True,
+           **replace(target, hidden_size=hidden_size).hf_config_values(vocab_size)}
     return json.dumps(cfg, indent=2, sort_keys=True) + "\n"
 
 

@@ -192,20 +192,25 @@ class Target:
         one = dense_breakdown(replace(self, layer_types=(kind,)), 0)
         return sum(one.values()) - self.hidden_size      # less the final norm
 
+    def hf_config_values(self, vocab_size: int) -> dict:
+        """The values of the compiled model's ``Qwen3_5TextConfig`` that this target sets (the rest are
+        transformers' defaults): ``to_hf_config``'s arguments, and what ``checkpoint.hf.config_text``
+        writes without transformers."""
+        return dict(vocab_size=vocab_size, hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
+                    num_hidden_layers=self.num_layers, layer_types=list(self.layer_types),
+                    linear_num_key_heads=self.linear_num_key_heads, linear_num_value_heads=self.linear_num_value_heads,
+                    linear_key_head_dim=self.linear_key_head_dim, linear_value_head_dim=self.linear_value_head_dim,
+                    num_attention_heads=self.num_attention_heads, num_key_value_heads=self.num_key_value_heads,
+                    head_dim=self.head_dim, linear_conv_kernel_dim=self.linear_conv_kernel_dim,
+                    rms_norm_eps=self.rms_norm_eps, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                     "partial_rotary_factor": self.partial_rotary_factor})
+
     def to_hf_config(self, vocab_size: int):
         """The ``Qwen3_5TextConfig`` of a compiled model on this target."""
         from transformers.models.qwen3_5.configuration_qwen3_5 import Qwen3_5TextConfig
 
-        return Qwen3_5TextConfig(
-            vocab_size=vocab_size, hidden_size=self.hidden_size, intermediate_size=self.intermediate_size,
-            num_hidden_layers=self.num_layers, layer_types=list(self.layer_types),
-            linear_num_key_heads=self.linear_num_key_heads, linear_num_value_heads=self.linear_num_value_heads,
-            linear_key_head_dim=self.linear_key_head_dim, linear_value_head_dim=self.linear_value_head_dim,
-            num_attention_heads=self.num_attention_heads, num_key_value_heads=self.num_key_value_heads,
-            head_dim=self.head_dim, linear_conv_kernel_dim=self.linear_conv_kernel_dim,
-            rms_norm_eps=self.rms_norm_eps, tie_word_embeddings=False,
-            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                             "partial_rotary_factor": self.partial_rotary_factor})
+        return Qwen3_5TextConfig(**self.hf_config_values(vocab_size))
 
     def fits(self, *, hidden_channels: int, neurons_per_layer, deltanet_heads_per_layer,
              attention_heads_per_layer) -> list[str]:

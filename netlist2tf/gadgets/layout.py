@@ -153,7 +153,7 @@ class ResidualLayout:
         hold (b, 1 - b)."""
         import torch
 
-        x = _base_vector(self).clone()
+        x = torch.from_numpy(_base_array(self).copy())
         if bits:
             index = torch.tensor(list(bits), dtype=torch.long)
             if int(index.min()) < 0 or int(index.max()) >= self.n_pairs:
@@ -203,9 +203,3 @@ def _base_array(layout: ResidualLayout):
     x.setflags(write=False)
     return x
 
-
-def _base_vector(layout: ResidualLayout):
-    """``_base_array`` as a float32 tensor (callers clone it)."""
-    import torch
-
-    return torch.from_numpy(_base_array(layout).copy())

@@ -17,6 +17,7 @@ name, then hidden names), so the same JSON always gives the same IR and the same
 """
 
 import dataclasses
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -471,6 +472,12 @@ def _param(raw, where, reader):
     return raw.rstrip(" ")  # Yosys pads strings that look like bit strings with a space
 
 
+@functools.lru_cache(maxsize=1)
+def _own_text() -> bytes:
+    """This file's text (it holds the schema), read once per process."""
+    return Path(__file__).read_bytes()
+
+
 def _schema_passed(text: str, record: bool = False) -> bool:
     """Whether ``text`` passed the schema check before (a marker under BUILD/schema/ named by the sha256
     of the text and of this file, which holds the schema); ``record``: say it did. A rebuild of an
@@ -479,7 +486,7 @@ def _schema_passed(text: str, record: bool = False) -> bool:
 
     from netlist2tf.common import build_dir, prune_cache, write_file
 
-    key = hashlib.sha256(text.encode() + b"\0" + Path(__file__).read_bytes()).hexdigest()[:32]
+    key = hashlib.sha256(text.encode() + b"\0" + _own_text()).hexdigest()[:32]
     path = build_dir() / "schema" / f"{key}.ok"
     if not record:
         return path.is_file()

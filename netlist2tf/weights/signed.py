@@ -63,18 +63,17 @@ def _role(key: str) -> str | None:
     return None
 
 
-def _residual_tensors(state: dict, out: dict, consume: bool = False, wide=lambda t: True):
-    """(key, role, tensor) of every tensor of ``state`` that touches the residual stream, in float64
-    where ``wide(tensor)`` (else as it is); the others are copied into ``out`` unchanged. ``consume``:
-    take each tensor out of ``state`` as it is reached (the others moved, not copied), so that a large
-    model is never held twice."""
+def _residual_tensors(state: dict, out: dict, consume: bool = False):
+    """(key, role, tensor) of every tensor of ``state`` that touches the residual stream, in float64;
+    the others are copied into ``out`` unchanged. ``consume``: take each tensor out of ``state`` as it
+    is reached (the others moved, not copied), so that a large model is never held twice."""
     for key in list(state):
         t = state.pop(key) if consume else state[key]
         role = _role(key)
         if role is None:
             out[key] = t if consume else t.clone()
         else:
-            yield key, role, t.double() if wide(t) else t
+            yield key, role, t.double()
 
 
 def _quarters(t: np.ndarray) -> bool:
