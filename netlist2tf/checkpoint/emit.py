@@ -140,8 +140,8 @@ def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None,
         (tmp / "generation_config.json").write_text(generation_config_text(generation_settings(compiled.protocol)))
         (tmp / "trace_protocol.json").write_text(compiled.protocol.to_json(signals))
         (tmp / "netlist.json").write_text(netlist_json)
-        write_tokenizer(compiled.protocol, tmp, netlist)
-        names = token_names(compiled.protocol, netlist)    # the initial state as a stock user types it
+        names = token_names(compiled.protocol, netlist)    # also the initial state as a stock user types it
+        write_tokenizer(compiled.protocol, tmp, netlist, names=names)
         held = compiled.plan.settings.held if compiled.plan is not None else ()
         folded = compiled.plan.settings.folded_writes if compiled.plan is not None else ()
         preloaded = (compiled.plan.settings.preloaded_roms or ()) if compiled.plan is not None else ()

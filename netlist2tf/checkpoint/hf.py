@@ -148,42 +148,43 @@ def token_names(protocol: TraceProtocol, netlist: Netlist | None = None) -> list
     docstring gives the format); ``netlist``: as for ``chunk_labels``."""
     labels = chunk_labels(protocol, netlist)
     digits = {(k, c.index): max(1, math.ceil(len(c.bits) / 4)) for k in KINDS for c in protocol.chunks_of(k)}
-    names = []
-    for t in range(protocol.vocab_size):
-        f = protocol.field(t)
-        value = f"{f.value:#0{digits[f.kind, f.chunk] + 2}x}"
-        names.append(f"<{f.kind}:{labels[f.kind, f.chunk]}={value}|p{f.parity}>")
+    names, per = [], 1 << protocol.chunk_bits
+    for start in range(0, protocol.vocab_size, per):     # a block: one kind, chunk and parity, every value
+        f = protocol.field(start)
+        width, head, tail = digits[f.kind, f.chunk] + 2, f"<{f.kind}:{labels[f.kind, f.chunk]}=", f"|p{f.parity}>"
+        names += [f"{head}{value:#0{width}x}{tail}" for value in range(per)]
     if len(set(names)) != len(names):
         raise AssertionError("token names are not unique")
     return names
 
 
-def tokenizer(protocol: TraceProtocol, netlist: Netlist | None = None):
-    """A ``tokenizers.Tokenizer``: WordLevel over ``token_names`` (id = trace token id), split on
-    whitespace, no normalizer, no post-processor (encoding adds no tokens), no decoder (``decode``
-    joins the names with single spaces, which encodes back to the same ids). An unknown name raises
-    (its unk token is not in the vocabulary)."""
+def tokenizer(protocol: TraceProtocol, netlist: Netlist | None = None, names: list[str] | None = None):
+    """A ``tokenizers.Tokenizer``: WordLevel over ``token_names`` (id = trace token id; ``names``: those,
+    where the caller has them), split on whitespace, no normalizer, no post-processor (encoding adds
+    no tokens), no decoder (``decode`` joins the names with single spaces, which encodes back to the
+    same ids). An unknown name raises (its unk token is not in the vocabulary)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    names = token_names(protocol, netlist)
+    names = names if names is not None else token_names(protocol, netlist)
     tok = Tokenizer(models.WordLevel({n: i for i, n in enumerate(names)}, unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     return tok
 
 
 def write_tokenizer(protocol: TraceProtocol, folder, netlist: Netlist | None = None,
-                    model_max_length: int | None = None) -> list[Path]:
+                    model_max_length: int | None = None, names: list[str] | None = None) -> list[Path]:
     """Write ``tokenizer.json`` and ``tokenizer_config.json`` into ``folder`` (byte-identical for the
     same inputs); returns their paths. ``model_max_length``: default 2**31 - 1, not the config's
     ``max_position_embeddings``: a trace runs for as many cycles as the user wants (the compiled CPU
     runs past a million positions; the state is in the DeltaNet layers' recurrent state), and a
     smaller figure only makes ``transformers`` warn about long prompts.
     ``AutoTokenizer.from_pretrained(folder)`` then gives a fast tokenizer of exactly
-    ``protocol.vocab_size`` tokens and no special tokens (module docstring)."""
+    ``protocol.vocab_size`` tokens and no special tokens (module docstring). ``names``: the
+    ``token_names``, where the caller has them."""
     folder = Path(folder)
     if model_max_length is None:
         model_max_length = 2**31 - 1
-    tok = tokenizer(protocol, netlist)
+    tok = tokenizer(protocol, netlist, names)
     doc = json.loads(tok.to_str())
     text = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"    # keys in tokenizers' own order
     config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,

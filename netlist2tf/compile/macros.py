@@ -92,7 +92,8 @@ def shift_table(cell: Cell) -> list[list]:
     """``table[v][i]``: what output bit i of a shift cell is when the amount is v: ``("a", j)`` (bit j
     of A), or the constant 0/1. Found by simulating the cell (the one definition of its semantics) on
     A = 0 and A = 1 << j for every amount; a shift is a selection, so exactly one A bit (or none) can
-    change an output bit, which is checked."""
+    change an output bit, which is checked. Cells of the same shape (type, parameters, widths and
+    constant A/B bits) have the same table: each shape is simulated once per process."""
     from netlist2tf.sim import Simulator
 
     ins, outs = dict(cell.inputs), dict(cell.outputs)
@@ -104,6 +105,9 @@ def shift_table(cell: Cell) -> list[list]:
     y = tuple(range(3 + aw + bw, 3 + aw + bw + len(Y)))
     mapping = dict(zip(A + B + Y, a + b + y))
     ren = lambda sig: tuple(n if n in (CONST0, CONST1, CONSTX) else mapping[n] for n in sig)  # noqa: E731
+    shape = (cell.type, cell.params, ren(A), ren(B), len(Y))
+    if shape in _SHIFT_TABLES:
+        return _SHIFT_TABLES[shape]
     solo = Cell(cell.name, cell.type, cell.params, (("A", ren(A)), ("B", ren(B))), (("Y", ren(Y)),), "")
     nl = lone_cell_netlist(solo, [("a", a), ("b", b)], [("y", y)])
     amounts = 1 << bw
@@ -124,7 +128,11 @@ def shift_table(cell: Cell) -> list[list]:
                 raise AssertionError(f"{cell.type} {cell.name}: output bit {i} at amount {v} is not a selection")
             row.append(("a", flips[0]) if flips else b0)
         table.append(row)
+    _SHIFT_TABLES[shape] = table
     return table
+
+
+_SHIFT_TABLES: dict = {}
 
 
 RUN_MIN = 5       # a run of this many consecutive amounts with one selection becomes a range test

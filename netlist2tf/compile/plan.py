@@ -24,7 +24,7 @@ from netlist2tf.compile.lower import allocate_pairs_reusing, live_pairs, lower_l
 from netlist2tf.compile.protocol import IN, MA, MD, REG, GroupSpec, TraceProtocol
 from netlist2tf.compile.rom import preload
 from netlist2tf.compile.settings import CompileSettings  # noqa: F401 (part of this module's face)
-from netlist2tf.compile.schedule import Schedule, ScheduleError, schedule
+from netlist2tf.compile.schedule import Schedule, ScheduleError, schedule, shared_schedules
 from netlist2tf.compile.target import FULL, LINEAR, Target, dense_parameters
 from netlist2tf.netlist import Problem
 
@@ -409,6 +409,12 @@ def plan_model(netlist: Netlist, settings: CompileSettings = CompileSettings()) 
     the prompt, and the plan with fewer parameters is kept (one that fits, if only some do; on a
     tie in that order: FFN needs no prompt), its ``stats["roms"]`` saying what each way cost.
     Raises ScheduleError (too deep / too wide) or Netlist2TFError (unsupported features)."""
+    with shared_schedules():        # the probe's schedule is the target's when the pins are the same
+        return _plan_model_ways(netlist, settings)
+
+
+def _plan_model_ways(netlist: Netlist, settings: CompileSettings) -> ModelPlan:
+    """``plan_model`` inside its schedule memo: the ROMs' ways planned and the best kept."""
     if settings.outputs is not None:
         netlist = keep_outputs(netlist, settings.outputs)
     problems = memory_problems(netlist)
@@ -1247,8 +1253,10 @@ def _branch_sets(proto) -> list:
 def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
     """(embedding, LM head): per token, the pairs its residual vector sets and the channels its
     LM-head row counts (the score of token T is the number of its fields matching EMIT/EP/EV, so the
-    right token wins by at least 1)."""
+    right token wins by at least 1). Every token of one (kind, chunk, parity) shares all but its
+    value's bits: that part is worked out once per block of ``2**chunk_bits`` tokens."""
     chunk_bits = proto.chunk_bits
+    per = 1 << chunk_bits
     commit_kind = emit_chunks[-1]
     tail = {k: t for t, k in enumerate(sorted(proto.tail_lags()))}    # a tail chunk -> its we_tail index
     folds = {}
@@ -1259,42 +1267,45 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
     for cands in branches:
         slots[tuple(cands)] = first
         first += len(cands)
+    tv = names["tv"][:chunk_bits]
+    ev = [layout.pair(names["ev"][i]) for i in range(chunk_bits)]
+    ep = layout.pair(names["ep"][0])
     embedding, lm_head = [], []
-    for tok, f in enumerate(proto.fields(range(proto.vocab_size))):
-        bits = {names["tv"][i]: (f.value >> i) & 1 for i in range(chunk_bits)}
+    for start in range(0, proto.vocab_size, per):
+        f = proto.field(start)                  # the block's kind, chunk and parity (value 0)
+        common = {}
         if f.kind == IN:
-            bits[names["we_in"][f.chunk]] = 1
+            common[names["we_in"][f.chunk]] = 1
         elif f.kind == REG and (REG, f.chunk) in tail:
-            bits[names["we_tail"][tail[(REG, f.chunk)]]] = 1
+            common[names["we_tail"][tail[(REG, f.chunk)]]] = 1
         elif f.kind == REG:
-            bits[names["we_reg"][f.chunk]] = 1
-            bits[names["regpar"][f.parity]] = 1
+            common[names["we_reg"][f.chunk]] = 1
+            common[names["regpar"][f.parity]] = 1
         elif f.kind in (MA, MD):
-            bits[names["we_w"][write_chunks.index((f.kind, f.chunk))]] = 1
+            common[names["we_w"][write_chunks.index((f.kind, f.chunk))]] = 1
             for chunk in folds.get((f.kind, f.chunk), ()):   # a port's first chunk clears its folded ones
-                bits[names["we_w"][write_chunks.index(chunk)]] = 1
+                common[names["we_w"][write_chunks.index(chunk)]] = 1
         if (f.kind, f.chunk) == commit_kind:
-            bits[names["commit"][0]] = 1
-        bits[names["rp"][proto.read_parity(f)]] = 1
+            common[names["commit"][0]] = 1
+        common[names["rp"][proto.read_parity(f)]] = 1
         nxt = proto.next_chunks(f)
         if nxt is not None and len(nxt) > 1:          # a branch: every candidate's slot, decided by gates
             first = slots[tuple(((k, j), c) for k, j, _, c in nxt)]
             for i in range(len(nxt)):
-                bits[names["emitbr"][first + i]] = 1
+                common[names["emitbr"][first + i]] = 1
             parities = {p for _, _, p, _ in nxt}
-            bits[names["ep"][0]] = nxt[0][2] if len(parities) == 1 else next(p for k, _, p, _ in nxt if k != REG)
+            common[names["ep"][0]] = nxt[0][2] if len(parities) == 1 else next(p for k, _, p, _ in nxt if k != REG)
         elif nxt is not None:
-            bits[names["emit"][emit_chunks.index(nxt[0][:2])]] = 1
-            bits[names["ep"][0]] = nxt[0][2]
-        embedding.append(bits)
-        if f.kind == IN:
-            lm_head.append(())            # never generated: scores 0, below any real match
-            continue
-        row = [layout.pair(names["emit"][emit_chunks.index((f.kind, f.chunk))])[0]]
-        ep = layout.pair(names["ep"][0])
-        row.append(ep[0] if f.parity else ep[1])
-        for i in range(chunk_bits):
-            ev = layout.pair(names["ev"][i])
-            row.append(ev[0] if (f.value >> i) & 1 else ev[1])
-        lm_head.append(tuple(row))
+            common[names["emit"][emit_chunks.index(nxt[0][:2])]] = 1
+            common[names["ep"][0]] = nxt[0][2]
+        if f.kind != IN:
+            head = (layout.pair(names["emit"][emit_chunks.index((f.kind, f.chunk))])[0], ep[0] if f.parity else ep[1])
+        for value in range(per):
+            bits = {name: (value >> i) & 1 for i, name in enumerate(tv)}
+            bits.update(common)
+            embedding.append(bits)
+            if f.kind == IN:
+                lm_head.append(())            # never generated: scores 0, below any real match
+            else:
+                lm_head.append(head + tuple(hi if (value >> i) & 1 else lo for i, (hi, lo) in enumerate(ev)))
     return tuple(embedding), tuple(lm_head)

@@ -26,7 +26,9 @@ the collapse repairs that with the real levels. Cells nothing reads any more are
 The result, a ``Schedule``, is data with a one-line-per-slot ``dump()`` and a separate ``verify``.
 """
 
-from dataclasses import dataclass
+import contextvars
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 
 import networkx as nx
 
@@ -221,23 +223,57 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8, read_after: 
     its data is ready after the last one. ``reg_layer``: {register output net: the DeltaNet layer
     that reads it} for register chunks read after layer 0 (``plan.late_registers``; level = that
     layer instead of 0)."""
-    check_netlist(netlist)
-    g = netlist_graph(netlist)
-    drivers = find_drivers(netlist)
     pins = dict(read_after or {})
     extra = {"read_span": dict(read_span or {}), "reg_layer": dict(reg_layer or {})}
-    sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None, read_after=pins, **extra)
-    if sched.depth > target.num_layers - 1:
-        required = required_levels(netlist, sched)
-        sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=required, read_after=pins,
+    shared = _SHARED.get()
+    key = (id(netlist), max_inputs, target.num_layers, tuple(target.layer_types),
+           *(tuple(sorted(d.items(), key=repr)) for d in (pins, extra["read_span"], extra["reg_layer"])))
+    if shared is not None and key in shared and shared[key][0] is netlist:
+        sched, problems = replace(shared[key][1], target=target), list(shared[key][2])
+    else:
+        check_netlist(netlist)
+        g = netlist_graph(netlist)
+        drivers = find_drivers(netlist)
+        sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None, read_after=pins,
                                     **extra)
         if sched.depth > target.num_layers - 1:
-            sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse={}, read_after=pins,
-                                        **extra)
+            required = required_levels(netlist, sched)
+            sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=required,
+                                        read_after=pins, **extra)
+            if sched.depth > target.num_layers - 1:
+                sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse={},
+                                            read_after=pins, **extra)
+        if shared is not None:
+            shared[key] = (netlist, sched, tuple(problems))
+    problems += _width_problems(sched.neurons, target)
     if problems:
         raise ScheduleError(f"{netlist.top} does not fit the target {target.name}:\n  - "
                             + "\n  - ".join(problems))
     return sched
+
+
+_SHARED: contextvars.ContextVar = contextvars.ContextVar("netlist2tf_schedules", default=None)
+
+
+@contextmanager
+def shared_schedules():
+    """Inside it, ``schedule`` of the same netlist object with the same layers, layer types and pins
+    as an earlier call gives that call's schedule again instead of levelising anew (the planner
+    schedules once on unbounded widths to place the reads, then on the target: the levels, units
+    and balancing do not depend on the widths, which are checked against each call's target). The
+    memo ends with the outermost block, so a change to a module constant between compiles is seen."""
+    token = _SHARED.set({}) if _SHARED.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _SHARED.reset(token)
+
+
+def _width_problems(neurons, target: Target) -> list[str]:
+    """The layers whose FFN neurons exceed the target's intermediate size."""
+    return [f"layer {layer} needs {count} FFN neurons, the target has {target.intermediate_size} "
+            f"(intermediate_size)" for layer, count in enumerate(neurons) if count > target.intermediate_size]
 
 
 def required_levels(netlist: Netlist, sched: "Schedule") -> dict:
@@ -507,10 +543,6 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
                         f"layer's FFN selects the token to emit); critical path:\n    {chain}\n"
                         f"  use --layers {depth + 1} or shorten this path (add a pipeline register "
                         f"on it)")
-    for layer, count in enumerate(neurons):
-        if count > target.intermediate_size:
-            problems.append(f"layer {layer} needs {count} FFN neurons, the target has "
-                            f"{target.intermediate_size} (intermediate_size)")
     return Schedule(target, level, cell_layer, read_layer, functions, tuple(neurons), path, depth,
                     unit_cell, net_names, nodes, tuple(sorted(read_first.items()))), problems
 

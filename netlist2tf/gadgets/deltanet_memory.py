@@ -515,14 +515,15 @@ def memory_capacity(module, packing: str = "quarter") -> tuple[int, int]:
     return module.head_k_dim - dummy, _row_nonzeros(module.head_v_dim, packing)
 
 
-def clear_module(module, packing: str = "quarter") -> None:
+def clear_module(module, packing: str = "quarter", zeroed: bool = False) -> None:
     """Zero every weight of ``module`` (a ``Qwen3_5GatedDeltaNet``, randomly initialised when fresh,
     or its ``DeltaNetArrays``) and make every head inert: decay exactly 1 (dt_bias = A_log = -200),
     no write, no read, output exactly 0. The gated-norm weight (shared by all heads) is set to its
-    calibrated value for ``packing``."""
+    calibrated value for ``packing``. ``zeroed``: the projections and the conv are all zero already
+    (a fresh state's arrays): they are not written again (a large model's pages stay untouched)."""
     with deltanet_arrays(module) as m:
         w = calibrate_norm_weight(m.head_k_dim, m.head_v_dim, m.norm_eps, packing)
-        for a in (m.qkv, m.z, m.b, m.a, m.out, m.conv):
+        for a in () if zeroed else (m.qkv, m.z, m.b, m.a, m.out, m.conv):
             a[...] = 0
         m.dt_bias[...] = DT_BIAS
         m.A_log[...] = A_LOG
@@ -539,15 +540,32 @@ def _channels(name: str, chans: Sequence[int], hidden: int) -> list[int]:
     return chans
 
 
+def _match_channels(name: str, matches, hidden: int):
+    """Every slot's match list (``name[j]``) checked as ``_channels`` checks one, all at once, as
+    (slot of each channel, the channel, channels per slot): int64 arrays. The first bad list's error
+    where one is bad."""
+    lens = np.fromiter((len(m) for m in matches), dtype=np.int64, count=len(matches))
+    if lens.size and (lens == lens[0]).all():     # the usual case: one list length, converted at once
+        grid = np.asarray(matches, dtype=np.int64).reshape(len(lens), int(lens[0]))
+        ordered = np.sort(grid, axis=1)
+        repeated = bool((ordered[:, 1:] == ordered[:, :-1]).any())
+        chans = grid.reshape(-1)
+    else:
+        chans = np.fromiter((int(c) for m in matches for c in m), dtype=np.int64, count=int(lens.sum()))
+        repeated = any(len(set(m)) != len(m) for m in matches)
+    slots = np.repeat(np.arange(len(lens)), lens)
+    if repeated or (chans.size and (chans.min() < 0 or chans.max() >= hidden)):
+        for j, m in enumerate(matches):
+            _channels(f"{name}[{j}]", m, hidden)
+    return slots, chans, lens
+
+
 def _count_matches(w: np.ndarray, matches, one: int) -> None:
-    """Row j of ``w`` += 1 on each channel of ``matches[j]`` and -= (len - 1) on ``one``: the decoded
-    slot's count of matches (small integers: exact in any order)."""
-    rows = [j for j, m in enumerate(matches) for _ in m]
-    cols = [c for m in matches for c in m]
-    np.add.at(w, (np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64)),
-              np.ones(len(cols), dtype=w.dtype))
-    np.add.at(w, (np.arange(len(matches)), np.full(len(matches), one, dtype=np.int64)),
-              -np.asarray([float(len(m) - 1) for m in matches], dtype=w.dtype))
+    """Row j of ``w`` += 1 on each channel of slot j's matches and -= (len - 1) on ``one``: the decoded
+    slot's count of matches (small integers: exact in any order). ``matches``: ``_match_channels``'s."""
+    slots, chans, lens = matches
+    np.add.at(w, (slots, chans), np.ones(len(chans), dtype=w.dtype))
+    np.add.at(w, (np.arange(len(lens)), np.full(len(lens), one, dtype=np.int64)), -(lens - 1).astype(w.dtype))
 
 
 def configure_memory(module, *, one: int, write_addr: Sequence[int] | None = None,
@@ -648,11 +666,11 @@ def _configure_memory(module, *, one, write_addr, read_addr, value_pairs, out_pa
     if write_addr is not None:
         write_addr = _channels("write_addr", write_addr, hidden)
     else:
-        write_match = [_channels(f"write_match[{j}]", m, hidden) for j, m in enumerate(write_match)]
+        write_match = _match_channels("write_match", write_match, hidden)
     if read_addr is not None:
         read_addr = _channels("read_addr", read_addr, hidden)
     else:
-        read_match = [_channels(f"read_match[{j}]", m, hidden) for j, m in enumerate(read_match)]
+        read_match = _match_channels("read_match", read_match, hidden)
     if write_enable is not None:
         (write_enable,) = _channels("write_enable", [write_enable], hidden)
     if clear is not None:
@@ -741,8 +759,9 @@ def _configure_memory(module, *, one, write_addr, read_addr, value_pairs, out_pa
         raise Netlist2TFError(f"the gated-norm weight (shared by all heads) is not the one of "
                               f"{packing} packing: the module's memories must all use one packing")
 
-    W[q_rows] = wq
-    W[k_rows] = wk
+    if not held:                            # a shared key head holds these rows already
+        W[q_rows] = wq
+        W[k_rows] = wk
     W[v_rows] = wv
     conv[q_rows, 0, :] = q_tap[:, None] * tap(0)
     conv[k_rows, 0, :] = k_tap[:, None] * tap(write_lag)

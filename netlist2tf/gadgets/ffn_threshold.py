@@ -94,9 +94,10 @@ def boolean_function(input_pairs, truth_table: int, out_pair: tuple[int, int]) -
     return neurons
 
 
-def configure_mlp(mlp, neurons, one: int, dtype=None, first: int = 0) -> int:
+def configure_mlp(mlp, neurons, one: int, dtype=None, first: int = 0, zeroed: bool = False) -> int:
     """Write ``neurons`` into rows ``first``.. of a ``Qwen3_5MLP`` (or its ``gadgets.arrays.MlpArrays``);
-    zero the rest of those rows.
+    zero the rest of those rows (``zeroed``: they are zero already, a fresh state's arrays: not
+    written again).
 
     Returns the next free row. Raises Netlist2TFError when the neurons do not fit in the MLP's
     intermediate size or a pre-activation leaves the range that is exact in ``dtype`` (a torch dtype
@@ -114,25 +115,33 @@ def configure_mlp(mlp, neurons, one: int, dtype=None, first: int = 0) -> int:
         if first + n > size:
             raise Netlist2TFError(f"{first + n} FFN neurons needed but the layer has {size} "
                                   f"(intermediate_size); raise it or spread the logic over more layers")
-        g_rows, g_cols, g_vals, d_rows, d_cols, d_vals = [], [], [], [], [], []
-        for j, neuron in enumerate(neurons, start=first):
-            lo, hi = neuron.preactivation_range()
-            if hi > limit:
-                raise Netlist2TFError(f"neuron {j}: pre-activation range [{lo}, {hi}] is not exact in "
+        # the largest pre-activation of each neuron: its bias and its positive weights (integers: exact
+        # in float64), checked for all at once
+        ins = [(*neuron.inputs, (one, neuron.bias)) for neuron in neurons]
+        g_rows = [j for j, terms in enumerate(ins, start=first) for _ in terms]
+        g_cols = [ch for terms in ins for ch, _ in terms]
+        weights = np.asarray([w for terms in ins for _, w in terms], dtype=np.float64)
+        if n:
+            is_bias = np.zeros(len(weights), dtype=bool)
+            is_bias[np.cumsum([len(terms) for terms in ins]) - 1] = True
+            top = np.bincount(np.asarray(g_rows) - first, weights=np.where(is_bias | (weights > 0), weights, 0),
+                              minlength=n)
+            over = np.flatnonzero(top > limit)
+            if over.size:
+                j = int(over[0])
+                lo, hi = neurons[j].preactivation_range()
+                raise Netlist2TFError(f"neuron {first + j}: pre-activation range [{lo}, {hi}] is not exact in "
                                       f"{'bfloat16' if bf16 else 'float32'} (limit {limit}); split the gate")
-            for ch, w in (*neuron.inputs, (one, neuron.bias)):
-                g_rows.append(j)
-                g_cols.append(ch)
-                g_vals.append(K * w)
-            for ch, w in neuron.outputs:
-                d_rows.append(ch)
-                d_cols.append(j)
-                d_vals.append(w)
+        g_vals = K * weights
+        d_rows = [ch for neuron in neurons for ch, _ in neuron.outputs]
+        d_cols = [j for j, neuron in enumerate(neurons, start=first) for _ in neuron.outputs]
+        d_vals = [w for neuron in neurons for _, w in neuron.outputs]
         # every entry written at once: the rows zeroed, then each (row, channel) entry the sum of its
         # terms (small integers times K: exact in any order)
-        m.gate[first:first + n] = 0
-        m.up[first:first + n] = 0
-        m.down[:, first:first + n] = 0
+        if not zeroed:
+            m.gate[first:first + n] = 0
+            m.up[first:first + n] = 0
+            m.down[:, first:first + n] = 0
         m.up[first:first + n, one] = 1.0 / K
         for w, rows, cols, vals in ((m.gate, g_rows, g_cols, g_vals), (m.down, d_rows, d_cols, d_vals)):
             if rows:

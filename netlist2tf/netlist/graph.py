@@ -132,7 +132,10 @@ def keep_outputs(netlist: Netlist, names) -> Netlist:
     trimmed = replace(netlist, ports=ports)
     g = netlist_graph(trimmed)
     sinks = [n for n in g if not n.startswith(("cell:", "in:"))]   # outputs, registers, memory ports
-    live = set(sinks)
-    for s in sinks:
-        live |= nx.ancestors(g, s)
+    live, todo = set(sinks), list(sinks)      # every node some sink depends on: one walk back from all
+    while todo:
+        for p in g.predecessors(todo.pop()):
+            if p not in live:
+                live.add(p)
+                todo.append(p)
     return replace(trimmed, cells=tuple(c for c in netlist.cells if f"cell:{c.name}" in live))

@@ -133,8 +133,8 @@ def assemble_state(plan: ModelPlan) -> tuple[dict, ResidualLayout]:
         state[p + "input_layernorm.weight"][...] = NORM_WEIGHT
         state[p + "post_attention_layernorm.weight"][...] = NORM_WEIGHT
         if kind == LINEAR:
-            clear_module(DeltaNetArrays.of_state(state, p + "linear_attn.", pair_target))
-        configure_mlp(MlpArrays.of_state(state, p + "mlp."), plan.neurons[i], layout.one, "bfloat16")
+            clear_module(DeltaNetArrays.of_state(state, p + "linear_attn.", pair_target), zeroed=True)
+        configure_mlp(MlpArrays.of_state(state, p + "mlp."), plan.neurons[i], layout.one, "bfloat16", zeroed=True)
     for h in plan.heads:
         configure_memory(DeltaNetArrays.of_state(state, f"model.layers.{h.layer}.linear_attn.", pair_target),
                          one=layout.one, head=h.head, write_match=[list(w) for w in h.write_match],
@@ -146,17 +146,27 @@ def assemble_state(plan: ModelPlan) -> tuple[dict, ResidualLayout]:
         configure_rom_lookup(AttentionArrays.of_state(state, f"model.layers.{h.layer}.self_attn.", pair_target),
                              h.plan, head=h.head, one=layout.one, query=h.query, key_flag=h.key_flag,
                              key_bits=h.key_bits, values=list(h.values), out_pairs=list(h.out_pairs))
-    state["model.embed_tokens.weight"][:len(plan.embedding)] = layout.initial_rows_array(plan.embedding)
     toks = [tok for tok, row in enumerate(plan.lm_head) for _ in row]
     if toks:
         state["lm_head.weight"][np.asarray(toks), np.asarray([ch for row in plan.lm_head for ch in row])] = 1.0
+    embedding = "model.embed_tokens.weight"
     if folded:
         from netlist2tf.weights.signed import fold_arrays
 
         # the pair model's arrays are freed one by one as they are folded: a model of a published
-        # geometry's width (1.7 G parameters for 4B x 14 layers) is never held twice
-        state = fold_arrays(state, layout, plan.model_layout, consume=True)
+        # geometry's width (1.7 G parameters for 4B x 14 layers) is never held twice. The embedding
+        # is written in the signed layout directly: the fold of the pair layout's rows is the signed
+        # layout's rows of the same bits (tests/weights/test_signed.py), and the vocabulary's rows
+        # are the largest dense matrix of a small design
+        names = list(state)
+        rows = state.pop(embedding)
+        folded_state = fold_arrays(state, layout, plan.model_layout, consume=True)
         layout = plan.model_layout
+        rows = np.zeros((rows.shape[0], layout.hidden_size), dtype=np.float32)
+        rows[:len(plan.embedding)] = layout.initial_rows_array(plan.embedding)
+        state = {k: rows if k == embedding else folded_state[k] for k in names}
+    else:
+        state[embedding][:len(plan.embedding)] = layout.initial_rows_array(plan.embedding)
     return state, layout
 
 

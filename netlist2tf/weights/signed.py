@@ -80,16 +80,15 @@ def _quarters(t: np.ndarray) -> bool:
     """Every entry of the float32 ``t`` a multiple of 1/4 below 2**21 in magnitude: then the sums,
     differences and halves ``fold_arrays`` takes of two entries are exact in float32 (at most 24
     significant bits), and it need not work in float64 (the compiler's weights are such numbers).
-    Checked on the non-zero entries (zero is such a number): most of a compiled matrix is zero."""
+    (NaN and the infinities are not.)"""
     if t.dtype != np.float32:
         return False
-    nz = t[t != 0]
-    if not nz.size:
+    if not t.size:
         return True
-    if not (-2 ** 21 < float(nz.min()) and float(nz.max()) < 2 ** 21):
+    if not (-2 ** 21 < float(t.min()) and float(t.max()) < 2 ** 21):
         return False
-    q = nz * 4
-    return bool(np.array_equal(q, np.round(q)))
+    q = t * 4
+    return bool(np.array_equal(q, np.trunc(q)))
 
 
 def signed_layout(pairs: ResidualLayout, hidden_size: int | None = None) -> ResidualLayout:
@@ -109,6 +108,8 @@ def _bf16(x: np.ndarray) -> np.ndarray:
 def _exact_array(w: np.ndarray) -> bool:
     """Every entry of the float64 (or float32) ``w`` held exactly in float32 and in bfloat16 (checked on
     the non-zero entries: zero is)."""
+    if w.dtype == np.float32:                 # zero's low bits are zero: no need to pick the non-zeros
+        return not (w.view(np.uint32) & 0xFFFF).any()
     w = w[w != 0]
     w32 = w.astype(np.float32)
     if w.dtype != np.float32 and not np.array_equal(w32.astype(w.dtype), w):
@@ -172,6 +173,13 @@ def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, cons
         if role is None:
             out[key] = t if consume else t.copy()
             continue
+        sparse = _nonzero(t) if role in ("reader", "writer") else None
+        if sparse is not None:
+            folded = (_fold_reader if role == "reader" else _fold_writer)(key, t.shape, *sparse, pairs, signed,
+                                                                          other, split, t)
+            if folded is not None:
+                out[key] = folded
+                continue
         w = t if _quarters(t) else t.astype(np.float64)     # float32 where exact, else float64
         dt = w.dtype
         if role == "norm":
@@ -206,14 +214,14 @@ def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, cons
             one = w[:, pairs.one]
             if not np.array_equal(w[:, hi_s] + w[:, lo_s], np.broadcast_to(one[:, None], (w.shape[0], n))):
                 raise Netlist2TFError(f"{key}: a token's pair does not sum to its constant channel")
-            want = np.zeros((w.shape[0], Dp), dtype=np.float64)
-            for c, a in pairs.anchors:
-                want[:, c] = a * one.astype(np.float64)
-            if not np.array_equal(w[:, other].astype(np.float64), want[:, other]):
+            anchor = dict(pairs.anchors)
+            free = [c for c in np.flatnonzero(other).tolist() if c not in anchor]
+            if w[:, free].any() or not all(np.array_equal(w[:, c].astype(np.float64), a * one.astype(np.float64))
+                                           for c, a in pairs.anchors):
                 raise Netlist2TFError(f"{key}: a token's anchors or free channels are not the layout's")
-            new = np.zeros((w.shape[0], Ds), dtype=np.float64)
+            new = np.zeros((w.shape[0], Ds), dtype=dt)   # exact in float32 where w's entries are quarters
             new[:, signed.one] = one
-            new[:, bits_s] = w[:, hi_s] - w[:, lo_s]
+            np.subtract(w[:, hi_s], w[:, lo_s], out=new[:, bits_s])
             for c, a in signed.anchors:
                 new[:, c] = a * one.astype(np.float64)
             out[key] = new
@@ -221,6 +229,81 @@ def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, cons
             raise Netlist2TFError(f"{key}: a folded weight is not exact in bfloat16; compile with --bits pairs")
         out[key] = out[key].astype(np.float32, copy=False)
     return out
+
+
+def _nonzero(t: np.ndarray):
+    """(flat indices, values) of the float32 ``t``'s non-zero entries, all finite; None otherwise (then
+    the dense fold, in float64, decides). A compiled matrix is mostly zeros: the fold of a reader or
+    a writer from its non-zero entries alone is the dense fold's, byte for byte, where its arithmetic
+    is exact in any order (``_fold_reader`` checks that, ``_fold_writer`` needs no sum)."""
+    if t.dtype != np.float32:
+        return None
+    idx = np.flatnonzero(t)
+    vals = t.reshape(-1)[idx]
+    return (idx, vals) if np.isfinite(vals).all() else None
+
+
+def _pair_bits(channels: np.ndarray, pairs: ResidualLayout, signed: ResidualLayout):
+    """(signed bit channel, is the pair's b channel) of pair-layout ``channels`` (each a pair's)."""
+    off = channels - pairs.first_pair
+    return (off >> 1) + signed.first_pair, (off & 1) == 0
+
+
+def _fold_reader(key, shape, idx, vals, pairs, signed, other, split, dense):
+    """``fold_arrays``'s reader rule from the non-zero entries ``(idx, vals)`` of the float32 matrix
+    ``dense`` (rows read the residual's ``shape[1]`` pair-layout channels): bit columns ``(u - v)/2``,
+    the constant ``one + (u + v)/2`` per row (split over an anchor where bfloat16 needs it). None
+    where a row's sum might round in float64 (then the dense fold's summation order would decide):
+    every entry of a float32 matrix is a multiple of ``2**(e - 23)``, ``2**e`` the smallest magnitude,
+    so while each row's absolute sum stays below ``2**53`` such units every sum and difference below
+    is exact, in any order."""
+    rows, cols = np.divmod(idx, shape[1])
+    if other[cols].any():
+        raise Netlist2TFError(f"{key} reads an anchor or a free channel; the signed layout cannot hold it")
+    v64 = vals.astype(np.float64)
+    if v64.size:
+        unit = 2.0 ** (int(np.frexp(np.abs(v64).min())[1]) - 1 - 23)
+        if np.bincount(rows, weights=np.abs(v64), minlength=shape[0]).max() >= 2.0 ** 53 * unit:
+            return None
+    on_pair = cols != pairs.one
+    r, v = rows[on_pair], v64[on_pair]
+    bit, is_b = _pair_bits(cols[on_pair], pairs, signed)
+    # a bit read from both of its pair's channels gets both halves: the entries summed per (row, bit)
+    cell, where = np.unique(r * signed.hidden_size + bit, return_inverse=True)
+    value = np.bincount(where, weights=np.where(is_b, v, -v) * 0.5, minlength=cell.size)
+    c0, c1 = _split_constant(dense[:, pairs.one].astype(np.float64)
+                             + np.bincount(r, weights=v, minlength=shape[0]) / 2, split)
+    if not (_exact_array(value) and _exact_array(c0) and (c1 is None or _exact_array(c1))):
+        raise Netlist2TFError(f"{key}: a folded weight is not exact in bfloat16; compile with --bits pairs")
+    new = np.zeros((shape[0], signed.hidden_size), dtype=np.float32)
+    new.reshape(-1)[cell] = value
+    new[:, signed.one] = c0
+    if c1 is not None:
+        new[:, split[0]] = c1
+    return new
+
+
+def _fold_writer(key, shape, idx, vals, pairs, signed, other, split, dense):
+    """``fold_arrays``'s writer rule from the non-zero entries ``(idx, vals)`` of the float32 matrix
+    (rows write the residual's pair-layout channels): a pair written ``(+d, -d)`` becomes ``2 d`` on
+    its bit; anything else is refused. None where a doubled entry could overflow float32 (the
+    dense fold decides)."""
+    if vals.size and float(np.abs(vals).max()) >= 2.0 ** 126:
+        return None
+    rows, cols = np.divmod(idx, shape[1])
+    if (rows == pairs.one).any() or other[rows].any():
+        raise Netlist2TFError(f"{key} writes the constant, an anchor or a free channel")
+    bit, is_b = _pair_bits(rows, pairs, signed)
+    new = np.zeros((signed.hidden_size, shape[1]), dtype=np.float32)
+    new[bit[is_b], cols[is_b]] = vals[is_b]
+    lo_bit, lo_col, lo_val = bit[~is_b], cols[~is_b], vals[~is_b]
+    if int(is_b.sum()) != lo_val.size or not np.array_equal(new[lo_bit, lo_col], -lo_val):
+        raise Netlist2TFError(f"{key} writes a pair unevenly (b and 1 - b must change by opposite "
+                              f"amounts); the signed layout cannot hold it")
+    new[lo_bit, lo_col] -= lo_val
+    if not _exact_array(new[bit, cols]):
+        raise Netlist2TFError(f"{key}: a folded weight is not exact in bfloat16; compile with --bits pairs")
+    return new
 
 
 def _exact(w: torch.Tensor) -> bool:

@@ -10,7 +10,7 @@ import pytest
 from netlist2tf.frontend.synth import synthesize
 from netlist2tf.netlist.ir import parse_netlist
 from netlist2tf.compile.logic import cell_bit_functions
-from netlist2tf.compile.schedule import ScheduleError, neuron_cost, schedule, verify
+from netlist2tf.compile.schedule import ScheduleError, neuron_cost, schedule, shared_schedules, verify
 from netlist2tf.compile.target import Target
 
 CHAIN = """
@@ -116,6 +116,24 @@ def test_too_wide(build_dir):
     with pytest.raises(ScheduleError, match=r"layer 0 needs \d+ FFN neurons, the target has 10 "
                                             r"\(intermediate_size\)"):
         schedule(nl, Target.standalone(layers=11, intermediate_size=10))
+
+
+def test_a_shared_schedule_is_checked_against_each_target(build_dir):
+    """Inside ``shared_schedules`` (the planner's probe, then the target) the second call with the
+    same layers and pins gives the first's levels (the same object's units, no levelising) but its
+    widths are checked against its own target: too narrow is still refused; a copy of the netlist
+    is scheduled afresh."""
+    nl = parse_netlist(synthesize("hdl.examples.lfsr:LFSR", "lut", build_dir).json_text)
+    wide = Target.standalone(layers=11)
+    with shared_schedules():
+        first = schedule(nl, wide)
+        again = schedule(nl, dataclasses.replace(wide, intermediate_size=max(first.neurons)))
+        assert again.cell_layer is first.cell_layer and again.target.intermediate_size == max(first.neurons)
+        with pytest.raises(ScheduleError, match=r"\(intermediate_size\)"):
+            schedule(nl, dataclasses.replace(wide, intermediate_size=max(first.neurons) - 1))
+        other = schedule(dataclasses.replace(nl), wide)
+        assert other.cell_layer is not first.cell_layer and other.cell_layer == first.cell_layer
+    assert schedule(nl, wide).cell_layer is not first.cell_layer        # the memo ends with the block
 
 
 @pytest.mark.parametrize("design, depth", [

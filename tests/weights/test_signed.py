@@ -18,7 +18,9 @@ from netlist2tf.common.errors import Netlist2TFError
 from netlist2tf.gadgets.layout import NORM_WEIGHT, ResidualLayout
 from netlist2tf.netlist.ir import parse_netlist
 from netlist2tf.compile.plan import CompileSettings, plan_model
-from netlist2tf.weights.signed import _bf16, _split_constant, bits_layout_of, fold_state, signed_layout, unfold_state
+from netlist2tf.weights import signed as signed_module
+from netlist2tf.weights.signed import (_bf16, _split_constant, bits_layout_of, fold_arrays, fold_state, signed_layout,
+                                       unfold_state)
 from netlist2tf.run.verify import expected_tokens
 from netlist2tf.frontend.synth import synthesize
 
@@ -98,14 +100,37 @@ def test_unfold_gives_back_an_equal_pair_model(fifo_plans):
     assert bits_layout_of(pairs.model.model.embed_tokens.weight.detach()) == pairs.layout
 
 
-def test_fold_refuses_what_breaks_the_pairs(fifo_plans):
+def test_the_embedding_folds_to_the_signed_layouts_rows():
+    """The compile writes a folded model's embedding in the signed layout directly: that is what the
+    fold makes of the pair layout's rows of the same bits (random rows, some tokens without bits, a
+    zero row past them), byte for byte."""
+    pairs = ResidualLayout.build(200, 90)
+    signed = signed_layout(pairs)
+    rng = random.Random(7)
+    rows = [{i: rng.randint(0, 1) for i in rng.sample(range(90), rng.randint(0, 90))} for _ in range(50)]
+    state = {"model.embed_tokens.weight": np.zeros((51, pairs.hidden_size), dtype=np.float32)}
+    state["model.embed_tokens.weight"][:50] = pairs.initial_rows_array(rows)
+    want = np.zeros((51, signed.hidden_size), dtype=np.float32)
+    want[:50] = signed.initial_rows_array(rows)
+    assert fold_arrays(state, pairs, signed)["model.embed_tokens.weight"].tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dense", [False, True], ids=["sparse", "dense"])
+def test_fold_refuses_what_breaks_the_pairs(fifo_plans, dense, monkeypatch):
     """A write to b without its 1 - b, a write to an anchor, a read of an anchor: each refused, naming
-    the weight."""
+    the weight, by the fold of a matrix's non-zero entries (the compiler's weights: quarters) and by
+    the dense float64 fold (any other weights); and both fold the good model to the same bytes."""
     _, plans = fifo_plans
     pairs = write_weights(plans["pairs"])
     P = pairs.layout
     S = signed_layout(P)
     good = pairs.model.state_dict()
+    if dense:
+        sparse_fold = fold_state(good, P, S)
+        monkeypatch.setattr(signed_module, "_nonzero", lambda t: None)
+        dense_fold = fold_state(good, P, S)
+        assert dense_fold.keys() == sparse_fold.keys()
+        assert all(dense_fold[k].numpy().tobytes() == sparse_fold[k].numpy().tobytes() for k in dense_fold)
     hi, lo = P.pair(3)
     anchor = P.anchors[0][0]
     key = "model.layers.1.mlp.down_proj.weight"
