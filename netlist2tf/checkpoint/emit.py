@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import pickle
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -135,6 +136,12 @@ def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None,
 
             save_file({k: torch.from_numpy(a).to(torch.bfloat16) for k, a in compiled.state.items()},
                       str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        # the weights' sha256 (most of the bytes) is taken while the other files are written
+        with ThreadPoolExecutor(1) as pool:
+            weights_digest = pool.submit(file_digest, tmp / "model.safetensors")
+            write_rest(tmp, weights_digest)
+
+    def write_rest(tmp: Path, weights_digest):
         (tmp / "config.json").write_text(config_text(compiled.plan.target, compiled.layout.hidden_size,
                                                      compiled.protocol.vocab_size, dtype))
         (tmp / "generation_config.json").write_text(generation_config_text(generation_settings(compiled.protocol)))
@@ -166,7 +173,9 @@ def emit_checkpoint(compiled: "Compiled", netlist_json: str, folder, dtype=None,
                 **({"lookup_roms": list(lookups)} if lookups else {}),
                 **({"lookup_ports": list(lookup_ports)} if lookup_ports else {}),
                 **({"readout": readout} if readout else {}),
-                "settings": settings or {}, "stats": compiled.stats, "sha256": seal(tmp)}
+                "settings": settings or {}, "stats": compiled.stats,
+                "sha256": {**seal(tmp, [n for n in SEALED if n != "model.safetensors"]),
+                           "model.safetensors": weights_digest.result()}}
         (tmp / "compile.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
     size = sum(a.size for a in compiled.state.values()) * (4 if dtype == "float32" else 2)

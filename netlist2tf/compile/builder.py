@@ -8,7 +8,7 @@ that the macros are built from (their construction: ``macros``' docstring). Ever
 pre-activation stays <= 256, the range that is exact in bfloat16.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from netlist2tf.common import UnsupportedDesignError
 from netlist2tf.gadgets import Neuron
@@ -36,12 +36,19 @@ class ThresholdFunction:
     """``out`` = sum of ``steps`` (the construction guarantees a 0/1 result for every input)."""
     out: int
     steps: tuple[Step, ...]
+    support: tuple[int, ...] = field(init=False, repr=False, compare=False)    # the nets it reads, sorted
+    _relus: tuple = field(init=False, repr=False, compare=False)
 
-    @property
-    def support(self) -> tuple[int, ...]:
-        return tuple(sorted({n for s in self.steps for n, _, _ in s.terms}))
+    def __post_init__(self):
+        # made once: the scheduler asks for them on every pass
+        object.__setattr__(self, "support", tuple(sorted({n for s in self.steps for n, _, _ in s.terms})))
+        object.__setattr__(self, "_relus", tuple(self._merged_relus()))
 
     def relus(self) -> list[tuple[tuple, int, int]]:
+        """``_merged_relus``, made once."""
+        return list(self._relus)
+
+    def _merged_relus(self) -> list[tuple[tuple, int, int]]:
         """The ReLUs computing ``out`` as ``(terms, bias, weight)``: ``out = sum weight *
         relu(sum(terms) + bias)``. Each step is ``relu(m) - relu(m - 1)`` (m = sum - theta + 1; one
         ReLU when m <= 1, a constant when m >= 1 always: ``ffn_threshold.threshold_gate``), and the
@@ -71,7 +78,8 @@ class ThresholdFunction:
 
     def neurons(self, layout, pairs: dict) -> list[Neuron]:
         plus, minus = layout.pair(pairs[self.out])
-        return [Neuron(tuple((layout.pair(pairs[n])[1 if inv else 0], w) for n, inv, w in terms), bias,
+        chans = {n: layout.pair(pairs[n]) for n in self.support}
+        return [Neuron(tuple((chans[n][1 if inv else 0], w) for n, inv, w in terms), bias,
                        ((plus, w), (minus, -w)))
                 for terms, bias, w in self.relus()]
 

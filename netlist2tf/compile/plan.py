@@ -1175,15 +1175,17 @@ def _plan_heads(proto, layout, names, pairs, sched, mems, mem_proto, write_chunk
         where = sched.read_layers((mem, port))
         take = [l for l, n in zip(where, counts_of((mem, port))) for _ in range(n)]
 
+        addr_pairs = [None if n in (CONST0, CONST1, CONSTX) else layout.pair(pairs[n]) for n in rp.addr]
+
         def read_lits(a, bits):
             lits = []
             for i in bits:
-                n, bit = rp.addr[i], (a >> i) & 1
-                if n in (CONST0, CONST1, CONSTX):
-                    if int(n == CONST1) != bit:
+                bit = (a >> i) & 1
+                if addr_pairs[i] is None:
+                    if int(rp.addr[i] == CONST1) != bit:
                         return list(never)
                 else:
-                    lits.append(layout.pair(pairs[n])[0 if bit else 1])
+                    lits.append(addr_pairs[i][0 if bit else 1])
             return lits
 
         def write_lits(a, bits):
@@ -1267,8 +1269,10 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
     for cands in branches:
         slots[tuple(cands)] = first
         first += len(cands)
-    tv = names["tv"][:chunk_bits]
+    # per value: its bits on the TV pairs (the embedding) and the EV channels its LM-head row counts
+    tv = [{name: (value >> i) & 1 for i, name in enumerate(names["tv"][:chunk_bits])} for value in range(per)]
     ev = [layout.pair(names["ev"][i]) for i in range(chunk_bits)]
+    ev = [tuple(hi if (value >> i) & 1 else lo for i, (hi, lo) in enumerate(ev)) for value in range(per)]
     ep = layout.pair(names["ep"][0])
     embedding, lm_head = [], []
     for start in range(0, proto.vocab_size, per):
@@ -1300,12 +1304,7 @@ def _plan_tokens(proto, names, emit_chunks, write_chunks, layout, branches):
             common[names["ep"][0]] = nxt[0][2]
         if f.kind != IN:
             head = (layout.pair(names["emit"][emit_chunks.index((f.kind, f.chunk))])[0], ep[0] if f.parity else ep[1])
-        for value in range(per):
-            bits = {name: (value >> i) & 1 for i, name in enumerate(tv)}
-            bits.update(common)
-            embedding.append(bits)
-            if f.kind == IN:
-                lm_head.append(())            # never generated: scores 0, below any real match
-            else:
-                lm_head.append(head + tuple(hi if (value >> i) & 1 else lo for i, (hi, lo) in enumerate(ev)))
+        embedding += [{**tv[value], **common} for value in range(per)]
+        # an input token is never generated: its row is empty (scores 0, below any real match)
+        lm_head += [()] * per if f.kind == IN else [head + ev[value] for value in range(per)]
     return tuple(embedding), tuple(lm_head)

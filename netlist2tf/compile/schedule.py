@@ -225,15 +225,16 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8, read_after: 
     layer instead of 0)."""
     pins = dict(read_after or {})
     extra = {"read_span": dict(read_span or {}), "reg_layer": dict(reg_layer or {})}
-    shared = _SHARED.get()
-    key = (id(netlist), max_inputs, target.num_layers, tuple(target.layer_types),
+    memo = _memo(netlist)
+    key = ("schedule", id(netlist), max_inputs, target.num_layers, tuple(target.layer_types),
            *(tuple(sorted(d.items(), key=repr)) for d in (pins, extra["read_span"], extra["reg_layer"])))
-    if shared is not None and key in shared and shared[key][0] is netlist:
-        sched, problems = replace(shared[key][1], target=target), list(shared[key][2])
+    if key in memo:
+        sched, problems = replace(memo[key][0], target=target), list(memo[key][1])
     else:
-        check_netlist(netlist)
-        g = netlist_graph(netlist)
-        drivers = find_drivers(netlist)
+        if ("graph", id(netlist)) not in memo:
+            check_netlist(netlist)
+            memo[("graph", id(netlist))] = (netlist_graph(netlist), find_drivers(netlist))
+        g, drivers = memo[("graph", id(netlist))]
         sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None, read_after=pins,
                                     **extra)
         if sched.depth > target.num_layers - 1:
@@ -243,8 +244,7 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8, read_after: 
             if sched.depth > target.num_layers - 1:
                 sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse={},
                                             read_after=pins, **extra)
-        if shared is not None:
-            shared[key] = (netlist, sched, tuple(problems))
+        memo[key] = (sched, tuple(problems))
     problems += _width_problems(sched.neurons, target)
     if problems:
         raise ScheduleError(f"{netlist.top} does not fit the target {target.name}:\n  - "
@@ -260,14 +260,28 @@ def shared_schedules():
     """Inside it, ``schedule`` of the same netlist object with the same layers, layer types and pins
     as an earlier call gives that call's schedule again instead of levelising anew (the planner
     schedules once on unbounded widths to place the reads, then on the target: the levels, units
-    and balancing do not depend on the widths, which are checked against each call's target). The
-    memo ends with the outermost block, so a change to a module constant between compiles is seen."""
+    and balancing do not depend on the widths, which are checked against each call's target), and
+    a netlist's graph, its cells' bit functions and its macros' expansions are made once for all the
+    schedules the planner tries. The memo ends with the outermost block, so a change to a module
+    constant between compiles is seen."""
     token = _SHARED.set({}) if _SHARED.get() is None else None
     try:
         yield
     finally:
         if token is not None:
             _SHARED.reset(token)
+
+
+def _memo(netlist) -> dict:
+    """The active ``shared_schedules`` memo (a throwaway dict outside one), with ``netlist`` held in
+    it: its entries are keyed by the netlist's id, which stays its own while the memo lives."""
+    memo = _SHARED.get()
+    if memo is None:
+        return {}
+    held = memo.setdefault("netlists", {})
+    if held.setdefault(id(netlist), netlist) is not netlist:
+        raise AssertionError("a netlist id reused while the schedule memo holds it")
+    return memo
 
 
 def _width_problems(neurons, target: Target) -> list[str]:
@@ -400,6 +414,7 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
     L = target.num_layers
     level: dict[int, int] = {}
     why: dict[int, tuple] = {}        # net -> (node id, predecessor net or None)
+    memo = _memo(netlist)
 
     def net_level(n):
         if n in level:
@@ -448,13 +463,19 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
             # A macro: each threshold function goes to the first layer where its inputs are ready.
             cell = data[N.OBJ]
             absorb = _absorbable(cell, producer, net_level) if collapse is not None else None
-            fns, names, next_net = expand(cell, next_net, used, absorb)
+            key = ("expand", id(netlist), cell.name, next_net, None if absorb is None else repr(sorted(absorb.items())))
+            if key not in memo:
+                memo[key] = expand(cell, next_net, used, absorb)
+            fns, names, next_net = memo[key]
             place_in_slices(fns, names, node, cell.name)
             continue
         if data[N.KIND] == N.NODE_CELL:
             cell = data[N.OBJ]
             unit_cell[cell.name] = cell.name
-            fns = cell_bit_functions(cell, max_inputs)
+            key = ("bits", id(netlist), cell.name, max_inputs)
+            if key not in memo:
+                memo[key] = cell_bit_functions(cell, max_inputs)
+            fns = list(memo[key])
             if collapse is not None:
                 fns = [_collapse(f, net_level, producer, max_inputs, collapse.get(f.out, 0)) for f in fns]
                 split = []
