@@ -108,42 +108,50 @@ def configure_mlp(mlp, neurons, one: int, dtype=None, first: int = 0, zeroed: bo
     from netlist2tf.gadgets.arrays import mlp_arrays
 
     n = len(neurons)
-    bf16 = str(dtype).split(".")[-1] == "bfloat16"
-    limit = BF16_LIMIT if bf16 else FP32_LIMIT
     with mlp_arrays(mlp) as m:
-        size = m.gate.shape[0]
-        if first + n > size:
-            raise Netlist2TFError(f"{first + n} FFN neurons needed but the layer has {size} "
-                                  f"(intermediate_size); raise it or spread the logic over more layers")
-        # the largest pre-activation of each neuron: its bias and its positive weights (integers: exact
-        # in float64), checked for all at once
-        ins = [(*neuron.inputs, (one, neuron.bias)) for neuron in neurons]
-        g_rows = [j for j, terms in enumerate(ins, start=first) for _ in terms]
-        g_cols = [ch for terms in ins for ch, _ in terms]
-        weights = np.asarray([w for terms in ins for _, w in terms], dtype=np.float64)
-        if n:
-            is_bias = np.zeros(len(weights), dtype=bool)
-            is_bias[np.cumsum([len(terms) for terms in ins]) - 1] = True
-            top = np.bincount(np.asarray(g_rows) - first, weights=np.where(is_bias | (weights > 0), weights, 0),
-                              minlength=n)
-            over = np.flatnonzero(top > limit)
-            if over.size:
-                j = int(over[0])
-                lo, hi = neurons[j].preactivation_range()
-                raise Netlist2TFError(f"neuron {first + j}: pre-activation range [{lo}, {hi}] is not exact in "
-                                      f"{'bfloat16' if bf16 else 'float32'} (limit {limit}); split the gate")
-        g_vals = K * weights
-        d_rows = [ch for neuron in neurons for ch, _ in neuron.outputs]
-        d_cols = [j for j, neuron in enumerate(neurons, start=first) for _ in neuron.outputs]
-        d_vals = [w for neuron in neurons for _, w in neuron.outputs]
-        # every entry written at once: the rows zeroed, then each (row, channel) entry the sum of its
-        # terms (small integers times K: exact in any order)
+        entries = mlp_entries(neurons, one, m.gate.shape[0], dtype, first)
         if not zeroed:
             m.gate[first:first + n] = 0
             m.up[first:first + n] = 0
             m.down[:, first:first + n] = 0
-        m.up[first:first + n, one] = 1.0 / K
-        for w, rows, cols, vals in ((m.gate, g_rows, g_cols, g_vals), (m.down, d_rows, d_cols, d_vals)):
-            if rows:
-                np.add.at(w, (np.asarray(rows), np.asarray(cols)), np.asarray(vals, dtype=w.dtype))
+        # each (row, channel) entry the sum of its terms (small integers times K: exact in any order)
+        for w, (rows, cols, vals) in zip((m.gate, m.up, m.down), entries):
+            if rows.size:
+                np.add.at(w, (rows, cols), vals.astype(w.dtype))
     return first + n
+
+
+def mlp_entries(neurons, one: int, size: int, dtype=None, first: int = 0):
+    """The terms ``configure_mlp`` adds into the gate, up and down projections for ``neurons`` from
+    row ``first`` of an MLP of ``size`` rows: for each, (rows, columns, values) as numpy arrays (an
+    entry named twice is the sum of its terms). Raises Netlist2TFError as ``configure_mlp`` does."""
+    import numpy as np
+
+    n = len(neurons)
+    bf16 = str(dtype).split(".")[-1] == "bfloat16"
+    limit = BF16_LIMIT if bf16 else FP32_LIMIT
+    if first + n > size:
+        raise Netlist2TFError(f"{first + n} FFN neurons needed but the layer has {size} "
+                              f"(intermediate_size); raise it or spread the logic over more layers")
+    # the largest pre-activation of each neuron: its bias and its positive weights (integers: exact
+    # in float64), checked for all at once
+    ins = [(*neuron.inputs, (one, neuron.bias)) for neuron in neurons]
+    g_rows = np.asarray([j for j, terms in enumerate(ins, start=first) for _ in terms], dtype=np.int64)
+    g_cols = np.asarray([ch for terms in ins for ch, _ in terms], dtype=np.int64)
+    weights = np.asarray([w for terms in ins for _, w in terms], dtype=np.float64)
+    if n:
+        is_bias = np.zeros(len(weights), dtype=bool)
+        is_bias[np.cumsum([len(terms) for terms in ins]) - 1] = True
+        top = np.bincount(g_rows - first, weights=np.where(is_bias | (weights > 0), weights, 0), minlength=n)
+        over = np.flatnonzero(top > limit)
+        if over.size:
+            j = int(over[0])
+            lo, hi = neurons[j].preactivation_range()
+            raise Netlist2TFError(f"neuron {first + j}: pre-activation range [{lo}, {hi}] is not exact in "
+                                  f"{'bfloat16' if bf16 else 'float32'} (limit {limit}); split the gate")
+    up = (np.arange(first, first + n, dtype=np.int64), np.full(n, one, dtype=np.int64),
+          np.full(n, 1.0 / K))
+    down = (np.asarray([ch for neuron in neurons for ch, _ in neuron.outputs], dtype=np.int64),
+            np.asarray([j for j, neuron in enumerate(neurons, start=first) for _ in neuron.outputs], dtype=np.int64),
+            np.asarray([w for neuron in neurons for _, w in neuron.outputs], dtype=np.float64))
+    return (g_rows, g_cols, K * weights), up, down

@@ -28,7 +28,7 @@ import numpy as np
 
 from netlist2tf.common import Netlist2TFError
 from netlist2tf.gadgets import calibrate_read, clear_module, configure_memory
-from netlist2tf.gadgets import configure_mlp, configure_rom_lookup
+from netlist2tf.gadgets import configure_mlp, configure_rom_lookup, mlp_entries
 from netlist2tf.gadgets import AttentionArrays, DeltaNetArrays, MlpArrays
 from netlist2tf.gadgets import NORM_WEIGHT, ResidualLayout
 from netlist2tf.compile import ModelPlan, memory_capacity_slots
@@ -134,7 +134,21 @@ def assemble_state(plan: ModelPlan) -> tuple[dict, ResidualLayout]:
         state[p + "post_attention_layernorm.weight"][...] = NORM_WEIGHT
         if kind == LINEAR:
             clear_module(DeltaNetArrays.of_state(state, p + "linear_attn.", pair_target), zeroed=True)
-        configure_mlp(MlpArrays.of_state(state, p + "mlp."), plan.neurons[i], layout.one, "bfloat16", zeroed=True)
+        if folded:
+            # the fold reads the FFN projections' entries as they are written: never held dense in pairs
+            from netlist2tf.weights.signed import Entries
+
+            terms = mlp_entries(plan.neurons[i], layout.one, target.intermediate_size, "bfloat16")
+            for name, (rows, cols, vals) in zip(("gate_proj", "up_proj", "down_proj"), terms):
+                key = f"{p}mlp.{name}.weight"
+                entries = Entries.of_terms(state[key].shape, rows, cols, vals)
+                if entries is None:
+                    np.add.at(state[key], (rows, cols), vals.astype(np.float32))
+                else:
+                    state[key] = entries
+        else:
+            configure_mlp(MlpArrays.of_state(state, p + "mlp."), plan.neurons[i], layout.one, "bfloat16",
+                          zeroed=True)
     for h in plan.heads:
         configure_memory(DeltaNetArrays.of_state(state, f"model.layers.{h.layer}.linear_attn.", pair_target),
                          one=layout.one, head=h.head, write_match=[list(w) for w in h.write_match],

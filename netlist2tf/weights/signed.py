@@ -26,6 +26,8 @@ folded model against the netlist simulator through the real transformers modules
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -136,6 +138,9 @@ def _split_constant(col: np.ndarray, anchor: tuple[int, int] | None):
     return c0, c1
 
 
+FOLD_THREADS = min(4, os.cpu_count() or 1)     # tensors folded at once
+
+
 def fold_state(state: dict, pairs: ResidualLayout, signed: ResidualLayout, consume: bool = False) -> dict:
     """``fold_arrays`` of a state dict of torch tensors (float32): a new one of torch tensors."""
     import torch
@@ -166,26 +171,30 @@ def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, cons
     other[lo] = False
     # the anchor a read's constant may be split over: the largest (every anchor row is fixed)
     split = max(signed.anchors, key=lambda a: a[1]) if signed.anchors else None
-    out = {}
-    for key in list(state):
-        t = state.pop(key) if consume else state[key]
+
+    def fold_one(key, t):
         role = _role(key)
         if role is None:
-            out[key] = t if consume else t.copy()
-            continue
-        sparse = _nonzero(t) if role in ("reader", "writer") else None
+            return t if consume else t.copy()
+        if isinstance(t, Entries):
+            sparse, one_column = (t.flat, t.values), t.column(pairs.one)
+        elif role in ("reader", "writer"):
+            sparse, one_column = _nonzero(t), t[:, pairs.one] if role == "reader" else None
+        else:
+            sparse = None
         if sparse is not None:
             folded = (_fold_reader if role == "reader" else _fold_writer)(key, t.shape, *sparse, pairs, signed,
-                                                                          other, split, t)
+                                                                          other, split, one_column)
             if folded is not None:
-                out[key] = folded
-                continue
+                return folded
+        if isinstance(t, Entries):
+            t = t.dense()
         w = t if _quarters(t) else t.astype(np.float64)     # float32 where exact, else float64
         dt = w.dtype
         if role == "norm":
             if not (w == w[0]).all():
                 raise Netlist2TFError(f"{key}: the decoder norm's weights differ between channels")
-            out[key] = np.full((Ds,), float(w[0]), dtype=np.float32)
+            new = np.full((Ds,), float(w[0]), dtype=np.float32)
         elif role == "reader":
             if w[:, other].any():
                 raise Netlist2TFError(f"{key} reads an anchor or a free channel; the signed layout cannot hold it")
@@ -200,7 +209,6 @@ def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, cons
             new[:, signed.one] = c0
             if c1 is not None:
                 new[:, split[0]] = c1
-            out[key] = new
         elif role == "writer":
             if w[pairs.one].any() or w[other].any():
                 raise Netlist2TFError(f"{key} writes the constant, an anchor or a free channel")
@@ -209,7 +217,6 @@ def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, cons
                                       f"amounts); the signed layout cannot hold it")
             new = np.zeros((Ds, w.shape[1]), dtype=dt)
             np.subtract(w[hi_s], w[lo_s], out=new[bits_s])
-            out[key] = new
         else:                                           # the embedding: residual rows
             one = w[:, pairs.one]
             if not np.array_equal(w[:, hi_s] + w[:, lo_s], np.broadcast_to(one[:, None], (w.shape[0], n))):
@@ -224,11 +231,76 @@ def fold_arrays(state: dict, pairs: ResidualLayout, signed: ResidualLayout, cons
             np.subtract(w[:, hi_s], w[:, lo_s], out=new[:, bits_s])
             for c, a in signed.anchors:
                 new[:, c] = a * one.astype(np.float64)
-            out[key] = new
-        if not _exact_array(out[key]):
+        if not _exact_array(new):
             raise Netlist2TFError(f"{key}: a folded weight is not exact in bfloat16; compile with --bits pairs")
-        out[key] = out[key].astype(np.float32, copy=False)
+        return new.astype(np.float32, copy=False)
+
+    # the tensors fold independently, most of the work in numpy (which lets other threads run): a
+    # thread per core; results (and the first error) in the state's order
+    out, pending = {}, []
+    with ThreadPoolExecutor(FOLD_THREADS) as pool:
+        for key in list(state):
+            pending.append((key, pool.submit(fold_one, key, state.pop(key) if consume else state[key])))
+        try:
+            for key, job in pending:
+                out[key] = job.result()
+        except BaseException:
+            for _, job in pending:
+                job.cancel()
+            raise
     return out
+
+
+def _granularity(v: np.ndarray) -> float:
+    """The largest power of two that divides every non-zero entry of the float64 ``v`` (1.0 when there is
+    none)."""
+    v = np.abs(v[v != 0])
+    if not v.size:
+        return 1.0
+    mant, exp = np.frexp(v)                         # v = mant * 2**exp, mant in [0.5, 1): 53 bits
+    ints = (mant * 2.0 ** 53).astype(np.int64)
+    low = np.log2((ints & -ints).astype(np.float64)).astype(np.int64)      # the lowest set bit
+    return 2.0 ** int((exp - 53 + low).min())
+
+
+class Entries:
+    """A matrix given by its non-zero entries (``flat``: sorted flat indices, ``values``: float32),
+    for the fold: the compiler's FFN projections are written so, never held dense in the pair layout.
+    ``of_terms`` sums the terms named at one entry as ``np.add.at`` into a float32 matrix would."""
+
+    def __init__(self, shape, flat: np.ndarray, values: np.ndarray):
+        self.shape, self.flat, self.values = tuple(shape), flat, values
+
+    @classmethod
+    def of_terms(cls, shape, rows, cols, values):
+        """The matrix of ``shape`` whose entry (r, c) is the sum of the ``values`` (each held in float32)
+        at (r, c); None where a float32 accumulation might round (then write it dense): every value is
+        a multiple of ``_granularity``, so while each entry's absolute sum stays below ``2**24`` such
+        units every partial sum is exact in float32, in any order."""
+        flat = np.asarray(rows, dtype=np.int64) * shape[1] + np.asarray(cols, dtype=np.int64)
+        v64 = np.asarray(values, dtype=np.float64)
+        if not v64.size:
+            return cls(shape, flat, v64.astype(np.float32))
+        if not (np.isfinite(v64).all() and np.array_equal(v64.astype(np.float32).astype(np.float64), v64)):
+            return None
+        cell, where = np.unique(flat, return_inverse=True)
+        if np.bincount(where, weights=np.abs(v64)).max() >= 2.0 ** 24 * _granularity(v64):
+            return None
+        sums = np.bincount(where, weights=v64)
+        keep = sums != 0
+        return cls(shape, cell[keep], sums[keep].astype(np.float32))
+
+    def column(self, c: int) -> np.ndarray:
+        """Column ``c``, dense."""
+        out = np.zeros(self.shape[0], dtype=np.float32)
+        rows, cols = np.divmod(self.flat, self.shape[1])
+        out[rows[cols == c]] = self.values[cols == c]
+        return out
+
+    def dense(self) -> np.ndarray:
+        out = np.zeros(self.shape, dtype=np.float32)
+        out.reshape(-1)[self.flat] = self.values
+        return out
 
 
 def _nonzero(t: np.ndarray):
@@ -249,29 +321,27 @@ def _pair_bits(channels: np.ndarray, pairs: ResidualLayout, signed: ResidualLayo
     return (off >> 1) + signed.first_pair, (off & 1) == 0
 
 
-def _fold_reader(key, shape, idx, vals, pairs, signed, other, split, dense):
+def _fold_reader(key, shape, idx, vals, pairs, signed, other, split, one_column):
     """``fold_arrays``'s reader rule from the non-zero entries ``(idx, vals)`` of the float32 matrix
-    ``dense`` (rows read the residual's ``shape[1]`` pair-layout channels): bit columns ``(u - v)/2``,
+    (rows read the residual's ``shape[1]`` pair-layout channels; ``one_column``: its column on the
+    constant channel, dense): bit columns ``(u - v)/2``,
     the constant ``one + (u + v)/2`` per row (split over an anchor where bfloat16 needs it). None
     where a row's sum might round in float64 (then the dense fold's summation order would decide):
-    every entry of a float32 matrix is a multiple of ``2**(e - 23)``, ``2**e`` the smallest magnitude,
-    so while each row's absolute sum stays below ``2**53`` such units every sum and difference below
-    is exact, in any order."""
+    every entry is a multiple of ``_granularity``, so while each row's absolute sum stays below
+    ``2**53`` such units every sum and difference below is exact, in any order."""
     rows, cols = np.divmod(idx, shape[1])
     if other[cols].any():
         raise Netlist2TFError(f"{key} reads an anchor or a free channel; the signed layout cannot hold it")
     v64 = vals.astype(np.float64)
-    if v64.size:
-        unit = 2.0 ** (int(np.frexp(np.abs(v64).min())[1]) - 1 - 23)
-        if np.bincount(rows, weights=np.abs(v64), minlength=shape[0]).max() >= 2.0 ** 53 * unit:
-            return None
+    if v64.size and np.bincount(rows, weights=np.abs(v64), minlength=shape[0]).max() >= 2.0 ** 53 * _granularity(v64):
+        return None
     on_pair = cols != pairs.one
     r, v = rows[on_pair], v64[on_pair]
     bit, is_b = _pair_bits(cols[on_pair], pairs, signed)
     # a bit read from both of its pair's channels gets both halves: the entries summed per (row, bit)
     cell, where = np.unique(r * signed.hidden_size + bit, return_inverse=True)
     value = np.bincount(where, weights=np.where(is_b, v, -v) * 0.5, minlength=cell.size)
-    c0, c1 = _split_constant(dense[:, pairs.one].astype(np.float64)
+    c0, c1 = _split_constant(one_column.astype(np.float64)
                              + np.bincount(r, weights=v, minlength=shape[0]) / 2, split)
     if not (_exact_array(value) and _exact_array(c0) and (c1 is None or _exact_array(c1))):
         raise Netlist2TFError(f"{key}: a folded weight is not exact in bfloat16; compile with --bits pairs")
@@ -283,7 +353,7 @@ def _fold_reader(key, shape, idx, vals, pairs, signed, other, split, dense):
     return new
 
 
-def _fold_writer(key, shape, idx, vals, pairs, signed, other, split, dense):
+def _fold_writer(key, shape, idx, vals, pairs, signed, other, split, one_column):
     """``fold_arrays``'s writer rule from the non-zero entries ``(idx, vals)`` of the float32 matrix
     (rows write the residual's pair-layout channels): a pair written ``(+d, -d)`` becomes ``2 d`` on
     its bit; anything else is refused. None where a doubled entry could overflow float32 (the

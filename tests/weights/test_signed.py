@@ -168,3 +168,31 @@ def test_bfloat16_rounding_is_torchs():
                         (rng.integers(-2 ** 9, 2 ** 9, 20000) + 0.5) * 2.0 ** -1,        # bfloat16 ties
                         np.nextafter((rng.integers(1, 2 ** 9, 20000) + 0.5), np.inf) * 4.0])
     assert np.array_equal(_bf16(x), torch.from_numpy(x).to(torch.bfloat16).double().numpy())
+
+
+def test_entries_are_the_matrix_add_at_writes_and_fold_the_same(monkeypatch):
+    """``Entries.of_terms`` (the FFN projections as the compile hands them to the fold) is the matrix
+    ``np.add.at`` writes from the same terms (repeated entries summed, entries that cancel gone),
+    and folds to the bytes the dense float64 fold makes of that matrix; terms a float32 sum could
+    round are refused (None: the compile writes them dense)."""
+    pairs = ResidualLayout.build(64, 24)
+    signed = signed_layout(pairs)
+    rng = np.random.default_rng(3)
+    shape = (40, pairs.hidden_size)
+    rows = rng.integers(0, 40, 600)
+    chans = np.concatenate([[pairs.one] * 40, rng.integers(0, 24, 560) * 2 + pairs.first_pair
+                            + rng.integers(0, 2, 560)])
+    rows[:40] = np.arange(40)
+    vals = rng.integers(-3, 4, 600) * 128.0
+    vals[100], vals[101], rows[101], chans[101] = 256.0, -256.0, rows[100], chans[100]    # a cancelling pair
+    dense = np.zeros(shape, dtype=np.float32)
+    np.add.at(dense, (rows, chans), vals.astype(np.float32))
+    entries = signed_module.Entries.of_terms(shape, rows, chans, vals)
+    assert np.array_equal(entries.dense(), dense) and entries.values.size == np.count_nonzero(dense)
+    assert np.array_equal(entries.column(pairs.one), dense[:, pairs.one])
+    key = "model.layers.0.mlp.gate_proj.weight"
+    from_entries = fold_arrays({key: entries}, pairs, signed)[key]
+    monkeypatch.setattr(signed_module, "_nonzero", lambda t: None)
+    assert from_entries.tobytes() == fold_arrays({key: dense}, pairs, signed)[key].tobytes()
+    assert signed_module.Entries.of_terms(shape, [0, 0], [1, 1], [1.0, 2.0 ** -30]) is None
+    assert signed_module.Entries.of_terms(shape, [0], [1], [0.1]) is None          # not a float32
