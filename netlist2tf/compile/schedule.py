@@ -231,10 +231,10 @@ def schedule(netlist: Netlist, target: Target, max_inputs: int = 8, read_after: 
     if key in memo:
         sched, problems = replace(memo[key][0], target=target), list(memo[key][1])
     else:
-        if ("graph", id(netlist)) not in memo:
+        def graph():
             check_netlist(netlist)
-            memo[("graph", id(netlist))] = (netlist_graph(netlist), find_drivers(netlist))
-        g, drivers = memo[("graph", id(netlist))]
+            return netlist_graph(netlist), find_drivers(netlist)
+        g, drivers = _remembered(memo, ("graph", id(netlist)), graph)
         sched, problems = _levelise(netlist, target, max_inputs, g, drivers, collapse=None, read_after=pins,
                                     **extra)
         if sched.depth > target.num_layers - 1:
@@ -282,6 +282,13 @@ def _memo(netlist) -> dict:
     if held.setdefault(id(netlist), netlist) is not netlist:
         raise AssertionError("a netlist id reused while the schedule memo holds it")
     return memo
+
+
+def _remembered(memo: dict, key, make):
+    """``memo[key]``, made by ``make()`` the first time."""
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 def _width_problems(neurons, target: Target) -> list[str]:
@@ -464,18 +471,14 @@ def _levelise(netlist, target, max_inputs, g, drivers, collapse: dict | None, re
             cell = data[N.OBJ]
             absorb = _absorbable(cell, producer, net_level) if collapse is not None else None
             key = ("expand", id(netlist), cell.name, next_net, None if absorb is None else repr(sorted(absorb.items())))
-            if key not in memo:
-                memo[key] = expand(cell, next_net, used, absorb)
-            fns, names, next_net = memo[key]
+            fns, names, next_net = _remembered(memo, key, lambda: expand(cell, next_net, used, absorb))
             place_in_slices(fns, names, node, cell.name)
             continue
         if data[N.KIND] == N.NODE_CELL:
             cell = data[N.OBJ]
             unit_cell[cell.name] = cell.name
-            key = ("bits", id(netlist), cell.name, max_inputs)
-            if key not in memo:
-                memo[key] = cell_bit_functions(cell, max_inputs)
-            fns = list(memo[key])
+            fns = list(_remembered(memo, ("bits", id(netlist), cell.name, max_inputs),
+                                   lambda: cell_bit_functions(cell, max_inputs)))
             if collapse is not None:
                 fns = [_collapse(f, net_level, producer, max_inputs, collapse.get(f.out, 0)) for f in fns]
                 split = []

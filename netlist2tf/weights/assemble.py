@@ -124,6 +124,8 @@ def assemble_state(plan: ModelPlan) -> tuple[dict, ResidualLayout]:
         raise Netlist2TFError(f"linear_key_head_dim={dk}: the planned memory capacity does not match the "
                               f"calibrated DeltaNet read; use a head_k_dim of 16, 64, 128 or 256")
     folded = plan.model_layout is not None and plan.model_layout.signed
+    if folded:
+        from netlist2tf.weights.signed import Entries, fold_arrays
     state = {k: np.zeros(shape, dtype=np.float32)
              for k, shape in state_shapes(target, proto.vocab_size, layout.hidden_size).items()}
     pair_target = replace(target, hidden_size=layout.hidden_size)
@@ -136,8 +138,6 @@ def assemble_state(plan: ModelPlan) -> tuple[dict, ResidualLayout]:
             clear_module(DeltaNetArrays.of_state(state, p + "linear_attn.", pair_target), zeroed=True)
         if folded:
             # the fold reads the FFN projections' entries as they are written: never held dense in pairs
-            from netlist2tf.weights.signed import Entries
-
             terms = mlp_entries(plan.neurons[i], layout.one, target.intermediate_size, "bfloat16")
             for name, (rows, cols, vals) in zip(("gate_proj", "up_proj", "down_proj"), terms):
                 key = f"{p}mlp.{name}.weight"
@@ -165,8 +165,6 @@ def assemble_state(plan: ModelPlan) -> tuple[dict, ResidualLayout]:
         state["lm_head.weight"][np.asarray(toks), np.asarray([ch for row in plan.lm_head for ch in row])] = 1.0
     embedding = "model.embed_tokens.weight"
     if folded:
-        from netlist2tf.weights.signed import fold_arrays
-
         # the pair model's arrays are freed one by one as they are folded: a model of a published
         # geometry's width (1.7 G parameters for 4B x 14 layers) is never held twice. The embedding
         # is written in the signed layout directly: the fold of the pair layout's rows is the signed

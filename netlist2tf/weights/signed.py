@@ -263,6 +263,14 @@ def _granularity(v: np.ndarray) -> float:
     return 2.0 ** int((exp - 53 + low).min())
 
 
+def _sums_exact(groups: np.ndarray, v: np.ndarray, significand: int) -> bool:
+    """Whether every partial sum of the float64 values ``v`` within each group (``groups[i]``: value
+    i's) is exact in a float of ``significand`` bits (24: float32, 53: float64), in any order: every
+    value is a multiple of ``_granularity(v)``, so it is while each group's absolute sum stays below
+    ``2**significand`` such units."""
+    return not v.size or bool(np.bincount(groups, weights=np.abs(v)).max() < 2.0 ** significand * _granularity(v))
+
+
 class Entries:
     """A matrix given by its non-zero entries (``flat``: sorted flat indices, ``values``: float32),
     for the fold: the compiler's FFN projections are written so, never held dense in the pair layout.
@@ -274,9 +282,8 @@ class Entries:
     @classmethod
     def of_terms(cls, shape, rows, cols, values):
         """The matrix of ``shape`` whose entry (r, c) is the sum of the ``values`` (each held in float32)
-        at (r, c); None where a float32 accumulation might round (then write it dense): every value is
-        a multiple of ``_granularity``, so while each entry's absolute sum stays below ``2**24`` such
-        units every partial sum is exact in float32, in any order."""
+        at (r, c); None where a float32 accumulation might round (``_sums_exact``; then write it
+        dense)."""
         flat = np.asarray(rows, dtype=np.int64) * shape[1] + np.asarray(cols, dtype=np.int64)
         v64 = np.asarray(values, dtype=np.float64)
         if not v64.size:
@@ -284,7 +291,7 @@ class Entries:
         if not (np.isfinite(v64).all() and np.array_equal(v64.astype(np.float32).astype(np.float64), v64)):
             return None
         cell, where = np.unique(flat, return_inverse=True)
-        if np.bincount(where, weights=np.abs(v64)).max() >= 2.0 ** 24 * _granularity(v64):
+        if not _sums_exact(where, v64, 24):
             return None
         sums = np.bincount(where, weights=v64)
         keep = sums != 0
@@ -326,14 +333,13 @@ def _fold_reader(key, shape, idx, vals, pairs, signed, other, split, one_column)
     (rows read the residual's ``shape[1]`` pair-layout channels; ``one_column``: its column on the
     constant channel, dense): bit columns ``(u - v)/2``,
     the constant ``one + (u + v)/2`` per row (split over an anchor where bfloat16 needs it). None
-    where a row's sum might round in float64 (then the dense fold's summation order would decide):
-    every entry is a multiple of ``_granularity``, so while each row's absolute sum stays below
-    ``2**53`` such units every sum and difference below is exact, in any order."""
+    where a row's sum might round in float64 (``_sums_exact``; then the dense fold's summation order
+    would decide)."""
     rows, cols = np.divmod(idx, shape[1])
     if other[cols].any():
         raise Netlist2TFError(f"{key} reads an anchor or a free channel; the signed layout cannot hold it")
     v64 = vals.astype(np.float64)
-    if v64.size and np.bincount(rows, weights=np.abs(v64), minlength=shape[0]).max() >= 2.0 ** 53 * _granularity(v64):
+    if not _sums_exact(rows, v64, 53):
         return None
     on_pair = cols != pairs.one
     r, v = rows[on_pair], v64[on_pair]
